@@ -1,0 +1,16 @@
+"""Decoder Explorer: see how a transformer decoder generates text, one token at a time.
+
+>>> import explorer
+>>> loaded = explorer.load_model("smollm2-135m-instruct")
+>>> session = explorer.GenerationSession(loaded, "The capital of France is")
+>>> step = session.step()
+>>> session.self_attention(layer=0).shape  # (heads, T, T)
+"""
+
+from explorer.loading import LoadedModel, ModelEntry, ModelLoadError, list_models, load_model
+from explorer.session import GenerationSession, InputError, SessionFinished, StepResult
+
+__all__ = [
+    "GenerationSession", "InputError", "LoadedModel", "ModelEntry", "ModelLoadError", "SessionFinished",
+    "StepResult", "list_models", "load_model",
+]  # fmt: skip

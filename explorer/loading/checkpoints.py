@@ -1,0 +1,97 @@
+"""Checkpoint files -> (ModelConfig, state dict in our names) and a tokenizer.
+
+Weights are read only from safetensors or GGUF files, never by unpickling, and no
+checkpoint's own code is ever run (no ``trust_remote_code``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from explorer.model import ModelConfig
+
+from .errors import ModelLoadError
+from .gguf_llama import read_gguf_llama
+from .hf_convert import convert
+
+OUR_CONFIG = "explorer_config.json"
+
+
+def read_hf_folder(folder: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
+    """A Hugging Face checkpoint folder (config.json + *.safetensors) in our names."""
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        raise ModelLoadError(f"the folder {folder.name!r} holds no config.json, so it is not a model checkpoint")
+    weight_files = sorted(folder.glob("*.safetensors"))
+    if not weight_files:
+        pickled = [p.name for p in folder.glob("*.bin")] + [p.name for p in folder.glob("*.pt")]
+        hint = " It has only pickled weights, which are never loaded (they can run code)." if pickled else ""
+        raise ModelLoadError(
+            f"the folder {folder.name!r} holds no .safetensors weights.{hint} Convert the checkpoint "
+            "to safetensors (model.save_pretrained(folder) does) and try again."
+        )
+    state: dict[str, torch.Tensor] = {}
+    for file in weight_files:
+        state.update(load_file(file))
+    return convert(json.loads(config_file.read_text()), state)
+
+
+def load_tokenizer(folder: Path, **kwargs):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False, **kwargs)
+    except Exception as error:
+        raise ModelLoadError(f"could not read the tokenizer of {folder.name!r}: {error}") from None
+
+
+def save_converted(folder: Path, config: ModelConfig, state: dict[str, torch.Tensor], tokenizer, source: dict) -> None:
+    """Write a converted checkpoint atomically: a half-written cache is never read."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
+    try:
+        save_file({k: v.contiguous() for k, v in state.items()}, str(tmp / "model.safetensors"))
+        (tmp / OUR_CONFIG).write_text(config.to_json())
+        (tmp / "source.json").write_text(json.dumps(source))
+        tokenizer.save_pretrained(str(tmp))
+        if folder.exists():
+            shutil.rmtree(folder)
+        tmp.rename(folder)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def read_converted(folder: Path, source: dict) -> tuple[ModelConfig, dict[str, torch.Tensor]] | None:
+    """A previously converted checkpoint, or None when absent or made from another source."""
+    try:
+        if json.loads((folder / "source.json").read_text()) != source:
+            return None
+        config = ModelConfig.from_json((folder / OUR_CONFIG).read_text())
+        return config, load_file(str(folder / "model.safetensors"))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def load_gguf_with_cache(gguf_path: Path, cache_folder: Path, progress: bool = True):
+    """The GGUF converted once into a safetensors cache; later loads read the cache.
+
+    Returns (config, state, tokenizer, converted_now).
+    """
+    stat = gguf_path.stat()
+    source = {"gguf": gguf_path.name, "size": stat.st_size, "format": 1}
+    cached = read_converted(cache_folder, source)
+    if cached is not None:
+        return (*cached, load_tokenizer(cache_folder), False)
+    config, state = read_gguf_llama(gguf_path, progress=progress)
+    tokenizer = load_tokenizer(gguf_path.parent, gguf_file=gguf_path.name)
+    with contextlib.suppress(OSError):  # a read-only cache folder only costs speed next time
+        save_converted(cache_folder, config, state, tokenizer, source)
+    return config, state, tokenizer, True

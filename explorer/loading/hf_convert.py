@@ -1,0 +1,261 @@
+"""Hugging Face checkpoint folders -> (ModelConfig, state dict in our names).
+
+One function per family turns ``config.json`` into a ``ModelConfig`` and renames the
+weights. GPT-2 stores its projections as Conv1D (in, out) matrices with Q, K and V fused,
+so they are transposed and split; Llama and Marian use nn.Linear (out, in) already.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from explorer.model import ModelConfig
+
+from .errors import ModelLoadError
+
+ACTIVATION_NAMES = {
+    "gelu": "gelu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "relu": "relu",
+    "silu": "silu",
+    "swish": "silu",
+}
+
+
+def _activation(name: str) -> str:
+    if name not in ACTIVATION_NAMES:
+        raise ModelLoadError(f"activation {name!r} is not supported; supported: {sorted(ACTIVATION_NAMES)}")
+    return ACTIVATION_NAMES[name]
+
+
+# ---------------------------------------------------------------- GPT-2
+def gpt2_config(hf: dict) -> ModelConfig:
+    d = hf["n_embd"]
+    return ModelConfig(
+        family="gpt2",
+        vocab_size=hf["vocab_size"],
+        d_model=d,
+        n_layers=hf["n_layer"],
+        n_heads=hf["n_head"],
+        d_ff=hf.get("n_inner") or 4 * d,
+        max_positions=hf["n_positions"],
+        norm="layer",
+        norm_eps=hf.get("layer_norm_epsilon", 1e-5),
+        norm_first=True,
+        positions="learned",
+        activation=_activation(hf.get("activation_function", "gelu_new")),
+        tie_embeddings=hf.get("tie_word_embeddings", True),
+        bos_token_id=hf.get("bos_token_id"),
+        eos_token_id=hf.get("eos_token_id"),
+    )
+
+
+def gpt2_weights(hf_state: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
+    out: dict[str, torch.Tensor] = {}
+    d = config.d_model
+    for name, w in hf_state.items():
+        name = name.removeprefix("transformer.")
+        if name in ("wte.weight",):
+            out["embed_tokens.weight"] = w
+        elif name == "wpe.weight":
+            out["decoder.embed.positions.weight"] = w
+        elif name.startswith("ln_f."):
+            out["decoder.final_norm." + name.split(".")[-1]] = w
+        elif name == "lm_head.weight":
+            if not config.tie_embeddings:
+                out["lm_head.weight"] = w
+        elif m := re.fullmatch(r"h\.(\d+)\.(.+)", name):
+            layer, rest = f"decoder.layers.{m[1]}", m[2]
+            if rest in ("attn.bias", "attn.masked_bias"):
+                continue  # causal-mask buffers of old checkpoints, not weights
+            if rest.startswith("attn.c_attn."):
+                kind = rest.split(".")[-1]
+                fused = w.t() if kind == "weight" else w  # Conv1D (in, 3d) -> (3d, in)
+                for proj, part in zip(("q_proj", "k_proj", "v_proj"), fused.split(d, dim=0), strict=True):
+                    out[f"{layer}.self_attn.{proj}.{kind}"] = part.contiguous()
+                continue
+            simple = {
+                "attn.c_proj": "self_attn.o_proj",
+                "mlp.c_fc": "ffn.up_proj",
+                "mlp.c_proj": "ffn.down_proj",
+                "ln_1": "self_attn_norm",
+                "ln_2": "ffn_norm",
+            }
+            module, kind = rest.rsplit(".", 1)
+            if module not in simple:
+                raise ModelLoadError(f"unexpected GPT-2 weight {name!r}")
+            is_conv = module.startswith(("attn.", "mlp.")) and kind == "weight"
+            out[f"{layer}.{simple[module]}.{kind}"] = w.t().contiguous() if is_conv else w
+        else:
+            raise ModelLoadError(f"unexpected GPT-2 weight {name!r}")
+    return out
+
+
+# ---------------------------------------------------------------- Llama
+def llama_config(hf: dict) -> ModelConfig:
+    rope = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    if rope_type not in ("default", None):
+        raise ModelLoadError(f"RoPE scaling {rope_type!r} is not supported; only plain RoPE is")
+    theta = rope.get("rope_theta", hf.get("rope_theta", 10000.0))
+    return ModelConfig(
+        family="llama",
+        vocab_size=hf["vocab_size"],
+        d_model=hf["hidden_size"],
+        n_layers=hf["num_hidden_layers"],
+        n_heads=hf["num_attention_heads"],
+        n_kv_heads=hf.get("num_key_value_heads") or hf["num_attention_heads"],
+        head_dim=hf.get("head_dim"),
+        d_ff=hf["intermediate_size"],
+        max_positions=hf["max_position_embeddings"],
+        norm="rms",
+        norm_eps=hf.get("rms_norm_eps", 1e-6),
+        positions="rope",
+        rope_theta=float(theta),
+        activation=_activation(hf.get("hidden_act", "silu")),
+        gated_ffn=True,
+        qkv_bias=hf.get("attention_bias", False),
+        out_bias=hf.get("attention_bias", False),
+        ffn_bias=hf.get("mlp_bias", False),
+        tie_embeddings=hf.get("tie_word_embeddings", False),
+        bos_token_id=hf.get("bos_token_id"),
+        eos_token_id=_first(hf.get("eos_token_id")),
+        pad_token_id=hf.get("pad_token_id"),
+    )
+
+
+LLAMA_LAYER_NAMES = {
+    "input_layernorm": "self_attn_norm",
+    "post_attention_layernorm": "ffn_norm",
+    "self_attn.q_proj": "self_attn.q_proj",
+    "self_attn.k_proj": "self_attn.k_proj",
+    "self_attn.v_proj": "self_attn.v_proj",
+    "self_attn.o_proj": "self_attn.o_proj",
+    "mlp.gate_proj": "ffn.gate_proj",
+    "mlp.up_proj": "ffn.up_proj",
+    "mlp.down_proj": "ffn.down_proj",
+}
+
+
+def llama_weights(hf_state: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
+    out: dict[str, torch.Tensor] = {}
+    for name, w in hf_state.items():
+        if name == "model.embed_tokens.weight":
+            out["embed_tokens.weight"] = w
+        elif name == "model.norm.weight":
+            out["decoder.final_norm.weight"] = w
+        elif name == "lm_head.weight":
+            if not config.tie_embeddings:
+                out["lm_head.weight"] = w
+        elif m := re.fullmatch(r"model\.layers\.(\d+)\.(.+)\.(weight|bias)", name):
+            if m[2] not in LLAMA_LAYER_NAMES:
+                raise ModelLoadError(f"unexpected Llama weight {name!r}")
+            out[f"decoder.layers.{m[1]}.{LLAMA_LAYER_NAMES[m[2]]}.{m[3]}"] = w
+        elif name.endswith("rotary_emb.inv_freq"):
+            continue
+        else:
+            raise ModelLoadError(f"unexpected Llama weight {name!r}")
+    return out
+
+
+# ---------------------------------------------------------------- Marian
+def marian_config(hf: dict) -> ModelConfig:
+    if hf.get("encoder_attention_heads") != hf.get("decoder_attention_heads"):
+        raise ModelLoadError("encoder and decoder with different head counts are not supported")
+    if hf.get("encoder_ffn_dim") != hf.get("decoder_ffn_dim"):
+        raise ModelLoadError("encoder and decoder with different feed-forward widths are not supported")
+    if not hf.get("share_encoder_decoder_embeddings", True):
+        raise ModelLoadError("Marian models with separate source and target vocabularies are not supported")
+    return ModelConfig(
+        family="marian",
+        vocab_size=hf.get("decoder_vocab_size") or hf["vocab_size"],
+        d_model=hf["d_model"],
+        n_layers=hf["decoder_layers"],
+        n_encoder_layers=hf["encoder_layers"],
+        is_encoder_decoder=True,
+        n_heads=hf["decoder_attention_heads"],
+        d_ff=hf["decoder_ffn_dim"],
+        max_positions=hf["max_position_embeddings"],
+        norm="layer",
+        norm_eps=1e-5,
+        norm_first=bool(hf.get("normalize_before", False)),
+        final_norm=False,
+        positions="sinusoidal",
+        activation=_activation(hf.get("activation_function", "swish")),
+        scale_embeddings=hf.get("scale_embedding", True),
+        final_logits_bias=True,
+        tie_embeddings=hf.get("tie_word_embeddings", True),
+        bos_token_id=hf.get("bos_token_id"),
+        eos_token_id=_first(hf.get("eos_token_id")),
+        pad_token_id=hf.get("pad_token_id"),
+        decoder_start_token_id=hf.get("decoder_start_token_id", hf.get("pad_token_id")),
+    )
+
+
+MARIAN_LAYER_NAMES = {
+    "self_attn.q_proj": "self_attn.q_proj",
+    "self_attn.k_proj": "self_attn.k_proj",
+    "self_attn.v_proj": "self_attn.v_proj",
+    "self_attn.out_proj": "self_attn.o_proj",
+    "self_attn_layer_norm": "self_attn_norm",
+    "encoder_attn.q_proj": "cross_attn.q_proj",
+    "encoder_attn.k_proj": "cross_attn.k_proj",
+    "encoder_attn.v_proj": "cross_attn.v_proj",
+    "encoder_attn.out_proj": "cross_attn.o_proj",
+    "encoder_attn_layer_norm": "cross_attn_norm",
+    "fc1": "ffn.up_proj",
+    "fc2": "ffn.down_proj",
+    "final_layer_norm": "ffn_norm",
+}
+MARIAN_EMBEDDING_NAMES = (
+    "model.shared.weight",
+    "model.encoder.embed_tokens.weight",
+    "model.decoder.embed_tokens.weight",
+)
+
+
+def marian_weights(hf_state: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
+    out: dict[str, torch.Tensor] = {}
+    for name, w in hf_state.items():
+        if name in MARIAN_EMBEDDING_NAMES:
+            out["embed_tokens.weight"] = w  # one table shared by encoder, decoder and head
+        elif name.endswith("embed_positions.weight"):
+            continue  # fixed sinusoids: our model computes them
+        elif name == "final_logits_bias":
+            out["final_logits_bias"] = w.reshape(-1)  # stored as (1, vocab)
+        elif name == "lm_head.weight":
+            # Tied checkpoints may store the shared table only under this name.
+            out.setdefault("embed_tokens.weight" if config.tie_embeddings else "lm_head.weight", w)
+        elif m := re.fullmatch(r"model\.(encoder|decoder)\.layers\.(\d+)\.(.+)\.(weight|bias)", name):
+            if m[3] not in MARIAN_LAYER_NAMES:
+                raise ModelLoadError(f"unexpected Marian weight {name!r}")
+            out[f"{m[1]}.layers.{m[2]}.{MARIAN_LAYER_NAMES[m[3]]}.{m[4]}"] = w
+        else:
+            raise ModelLoadError(f"unexpected Marian weight {name!r}")
+    return out
+
+
+FAMILIES = {
+    "gpt2": (gpt2_config, gpt2_weights),
+    "llama": (llama_config, llama_weights),
+    "marian": (marian_config, marian_weights),
+}
+
+
+def convert(hf_config: dict, hf_state: dict[str, torch.Tensor]) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
+    family = hf_config.get("model_type")
+    if family not in FAMILIES:
+        raise ModelLoadError(
+            f"model type {family!r} is not supported; the explorer reads {', '.join(sorted(FAMILIES))} checkpoints"
+        )
+    make_config, rename = FAMILIES[family]
+    config = make_config(hf_config)
+    return config, rename(hf_state, config)
+
+
+def _first(value):
+    """Some configs give several end tokens; the explorer stops at the first."""
+    return value[0] if isinstance(value, list) else value

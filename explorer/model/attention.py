@@ -1,0 +1,114 @@
+"""Multi-head attention: one module for causal self-attention and for cross-attention.
+
+The two differ only in where keys and values come from. Self-attention projects them
+from the same sequence as the queries and hides the future with a causal mask;
+cross-attention projects them from the encoder output (the "memory") and masks nothing,
+because the whole source sentence is known before decoding starts.
+
+Keys and values are made by ``project_kv`` and passed to ``forward`` as a ``LayerKV``,
+so the same ``forward`` serves a whole-sequence pass (keys of every position) and a
+cached step (keys from the cache plus the one new position).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .cache import LayerKV
+from .config import ModelConfig
+from .positions import RotaryPositions
+from .trace import Trace
+
+
+def causal_mask(n_queries: int, n_keys: int) -> torch.Tensor:
+    """(queries, keys) boolean mask, True where a query may look.
+
+    The queries are the last ``n_queries`` of ``n_keys`` positions, so query i stands at
+    position i + (n_keys - n_queries) and may see every key up to and including it.
+    """
+    offset = n_keys - n_queries
+    query_pos = torch.arange(n_queries)[:, None] + offset
+    key_pos = torch.arange(n_keys)[None, :]
+    return key_pos <= query_pos
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, config: ModelConfig, rotary: RotaryPositions | None = None) -> None:
+        super().__init__()
+        d, hd = config.d_model, config.head_dim
+        self.n_heads, self.n_kv_heads, self.head_dim = config.n_heads, config.n_kv_heads, hd
+        self.q_proj = nn.Linear(d, config.n_heads * hd, bias=config.qkv_bias)
+        self.k_proj = nn.Linear(d, config.n_kv_heads * hd, bias=config.qkv_bias)
+        self.v_proj = nn.Linear(d, config.n_kv_heads * hd, bias=config.qkv_bias)
+        self.o_proj = nn.Linear(config.n_heads * hd, d, bias=config.out_bias)
+        self.rotary = rotary
+
+    def _split_heads(self, x: torch.Tensor, n_heads: int) -> torch.Tensor:
+        batch, length, _ = x.shape
+        return x.view(batch, length, n_heads, self.head_dim).transpose(1, 2)  # (B, heads, T, hd)
+
+    def project_kv(self, x_kv: torch.Tensor, positions: torch.Tensor | None = None) -> LayerKV:
+        """Keys and values of x_kv (batch, T, d_model); rotary keys need their positions."""
+        keys = self._split_heads(self.k_proj(x_kv), self.n_kv_heads)  # (B, kv_heads, T, hd)
+        values = self._split_heads(self.v_proj(x_kv), self.n_kv_heads)  # (B, kv_heads, T, hd)
+        if self.rotary is not None:
+            keys = self.rotary(keys, positions)
+        return LayerKV(keys, values)
+
+    def forward(
+        self,
+        x_q: torch.Tensor,
+        kv: LayerKV,
+        *,
+        causal: bool,
+        q_positions: torch.Tensor | None = None,
+        trace: Trace | None = None,
+        name: str = "",
+    ) -> torch.Tensor:
+        """Attend from x_q (batch, Tq, d_model) over ``kv``; returns (batch, Tq, d_model).
+
+        With ``causal``, the queries are taken to be the last Tq positions of the Tk keys.
+        A single new query (a cached step) needs no mask: every key is its past or itself.
+        """
+        batch, n_queries, _ = x_q.shape
+        n_keys = kv.length
+        q = self._split_heads(self.q_proj(x_q), self.n_heads)  # (B, heads, Tq, hd)
+        if self.rotary is not None:
+            q = self.rotary(q, q_positions)
+        mask = causal_mask(n_queries, n_keys) if causal and n_queries > 1 else None  # (Tq, Tk)
+
+        record = trace is not None and ("attention" in trace.record or "scores" in trace.record)
+        if record:
+            context = self._explicit_attention(q, kv, mask, trace, name)
+        else:
+            # The fast path: PyTorch's fused kernel, which never materialises the probabilities.
+            context = F.scaled_dot_product_attention(
+                q, kv.keys, kv.values, attn_mask=mask, enable_gqa=self.n_kv_heads != self.n_heads
+            )  # (B, heads, Tq, hd)
+        if trace is not None:
+            trace.keep("qkv", f"{name}.q", q)
+            trace.keep("qkv", f"{name}.k", kv.keys)
+            trace.keep("qkv", f"{name}.v", kv.values)
+        context = context.transpose(1, 2).reshape(batch, n_queries, self.n_heads * self.head_dim)
+        return self.o_proj(context)
+
+    def _explicit_attention(
+        self, q: torch.Tensor, kv: LayerKV, mask: torch.Tensor | None, trace: Trace, name: str
+    ) -> torch.Tensor:
+        """softmax(q k^T / sqrt(hd) + mask) v, written out so the probabilities can be kept."""
+        share = self.n_heads // self.n_kv_heads  # query heads per key/value head
+        keys = kv.keys.repeat_interleave(share, dim=1)  # (B, heads, Tk, hd)
+        values = kv.values.repeat_interleave(share, dim=1)  # (B, heads, Tk, hd)
+        scores = q @ keys.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, heads, Tq, Tk)
+        if mask is not None:
+            # The mask goes on the scores, before softmax: exp(-inf) = 0, so the future gets
+            # exactly zero weight and every row still sums to one.
+            scores = scores.masked_fill(~mask, float("-inf"))
+        probs = scores.softmax(dim=-1)  # (B, heads, Tq, Tk)
+        trace.keep("scores", f"{name}.scores", scores)
+        trace.keep("attention", f"{name}.probs", probs)
+        return probs @ values  # (B, heads, Tq, hd)

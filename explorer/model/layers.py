@@ -1,0 +1,145 @@
+"""Feed-forward blocks and the encoder and decoder layers built from them.
+
+A layer is a list of sublayers, each wrapped in a residual connection and a norm:
+
+* pre-norm (GPT-2, Llama):       x + sublayer(norm(x))
+* post-norm (2017 paper, Marian): norm(x + sublayer(x))
+
+A decoder layer has masked self-attention, then (encoder-decoder models only)
+cross-attention over the encoder output, then a feed-forward block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import MultiHeadAttention
+from .cache import KVCache
+from .config import ModelConfig
+from .norms import make_norm
+from .positions import RotaryPositions
+from .trace import Trace
+
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "gelu": F.gelu,
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2's "gelu_new"
+    "relu": F.relu,
+    "silu": F.silu,  # also called swish
+}
+
+
+class FeedForward(nn.Module):
+    """down(act(up(x))), applied to every position on its own."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.up_proj = nn.Linear(config.d_model, config.d_ff, bias=config.ffn_bias)
+        self.down_proj = nn.Linear(config.d_ff, config.d_model, bias=config.ffn_bias)
+        self.act = ACTIVATIONS[config.activation]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(self.act(self.up_proj(x)))  # (B, T, d_ff) inside
+
+
+class GatedFeedForward(nn.Module):
+    """SwiGLU: down(act(gate(x)) * up(x)), the gate deciding how much of each unit passes."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(config.d_model, config.d_ff, bias=config.ffn_bias)
+        self.up_proj = nn.Linear(config.d_model, config.d_ff, bias=config.ffn_bias)
+        self.down_proj = nn.Linear(config.d_ff, config.d_model, bias=config.ffn_bias)
+        self.act = ACTIVATIONS[config.activation]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
+
+
+def make_feed_forward(config: ModelConfig) -> nn.Module:
+    return GatedFeedForward(config) if config.gated_ffn else FeedForward(config)
+
+
+def with_residual(
+    x: torch.Tensor, norm: nn.Module, sublayer: Callable[[torch.Tensor], torch.Tensor], norm_first: bool
+) -> torch.Tensor:
+    if norm_first:
+        return x + sublayer(norm(x))
+    return norm(x + sublayer(x))
+
+
+class EncoderLayer(nn.Module):
+    """Unmasked self-attention then feed-forward: every source token sees every other."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.norm_first = config.norm_first
+        self.self_attn = MultiHeadAttention(config)
+        self.self_attn_norm = make_norm(config.norm, config.d_model, config.norm_eps)
+        self.ffn = make_feed_forward(config)
+        self.ffn_norm = make_norm(config.norm, config.d_model, config.norm_eps)
+
+    def forward(self, x: torch.Tensor, trace: Trace, name: str) -> torch.Tensor:
+        def attend(h: torch.Tensor) -> torch.Tensor:
+            kv = self.self_attn.project_kv(h)
+            return self.self_attn(h, kv, causal=False, trace=trace, name=f"{name}.self_attn")
+
+        x = with_residual(x, self.self_attn_norm, attend, self.norm_first)
+        trace.keep("residual", f"{name}.resid_after_attn", x)
+        x = with_residual(x, self.ffn_norm, self.ffn, self.norm_first)
+        trace.keep("residual", f"{name}.resid_after_ffn", x)
+        return x
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, optional cross-attention, feed-forward."""
+
+    def __init__(self, config: ModelConfig, rotary: RotaryPositions | None) -> None:
+        super().__init__()
+        self.norm_first = config.norm_first
+        self.self_attn = MultiHeadAttention(config, rotary)
+        self.self_attn_norm = make_norm(config.norm, config.d_model, config.norm_eps)
+        self.cross_attn: MultiHeadAttention | None = None
+        if config.is_encoder_decoder:
+            self.cross_attn = MultiHeadAttention(config)
+            self.cross_attn_norm = make_norm(config.norm, config.d_model, config.norm_eps)
+        self.ffn = make_feed_forward(config)
+        self.ffn_norm = make_norm(config.norm, config.d_model, config.norm_eps)
+
+    def forward(
+        self,
+        x: torch.Tensor,  # (B, T, d_model): the new positions only, when a cache is used
+        *,
+        index: int,
+        positions: torch.Tensor,  # (T,) absolute positions of x
+        cache: KVCache | None,
+        memory: torch.Tensor | None,  # (B, S, d_model) encoder output, or None
+        causal: bool,
+        trace: Trace,
+        name: str,
+    ) -> torch.Tensor:
+        def self_attend(h: torch.Tensor) -> torch.Tensor:
+            kv = self.self_attn.project_kv(h, positions)
+            if cache is not None:  # keys of the past come from the cache, the new ones join it
+                kv = cache.append(index, kv.keys, kv.values)
+            return self.self_attn(h, kv, causal=causal, q_positions=positions, trace=trace, name=f"{name}.self_attn")
+
+        def cross_attend(h: torch.Tensor) -> torch.Tensor:
+            kv = cache.cross_attn[index] if cache is not None else None
+            if kv is None:  # computed once per source sentence when a cache is used
+                kv = self.cross_attn.project_kv(memory)
+                if cache is not None:
+                    cache.cross_attn[index] = kv
+            return self.cross_attn(h, kv, causal=False, trace=trace, name=f"{name}.cross_attn")
+
+        x = with_residual(x, self.self_attn_norm, self_attend, self.norm_first)
+        trace.keep("residual", f"{name}.resid_after_attn", x)
+        if self.cross_attn is not None:
+            x = with_residual(x, self.cross_attn_norm, cross_attend, self.norm_first)
+            trace.keep("residual", f"{name}.resid_after_cross", x)
+        x = with_residual(x, self.ffn_norm, self.ffn, self.norm_first)
+        trace.keep("residual", f"{name}.resid_after_ffn", x)
+        return x

@@ -1,0 +1,234 @@
+"""Whole models: embed -> layers -> final norm -> vocabulary logits.
+
+``DecoderOnlyLM`` is GPT-2 or Llama; ``EncoderDecoderLM`` is Marian (and the 2017
+paper). Both share the ``Decoder`` stack; the encoder-decoder model adds an ``Encoder``
+that runs once per source sentence, and every decoder layer reads its output (the memory)
+through cross-attention.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .cache import KVCache
+from .config import ModelConfig
+from .layers import DecoderLayer, EncoderLayer
+from .norms import make_norm
+from .positions import RotaryPositions, SinusoidalPositions, embedding_scale
+from .trace import NOTHING, Record, Trace
+
+
+class ContextWindowError(ValueError):
+    """More positions than the model was trained for."""
+
+
+@dataclass
+class Output:
+    logits: torch.Tensor  # (batch, T, vocab), or (batch, 1, vocab) with last_only
+    trace: Trace
+
+
+class InputEmbedding(nn.Module):
+    """Token vectors (optionally scaled by sqrt(d_model)) plus additive position vectors.
+
+    Rotary models add nothing here: their positions enter inside attention.
+    """
+
+    def __init__(self, config: ModelConfig, embed_tokens: nn.Embedding) -> None:
+        super().__init__()
+        self.embed_tokens = embed_tokens  # shared with the output head and the other stack
+        self.scale = embedding_scale(config.d_model, config.scale_embeddings)
+        self.max_positions = config.max_positions
+        self.positions: nn.Module | None = None
+        if config.positions == "learned":
+            self.positions = nn.Embedding(config.max_positions, config.d_model)
+        elif config.positions == "sinusoidal":
+            self.positions = SinusoidalPositions(config.max_positions, config.d_model)
+
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        x = self.embed_tokens(ids) * self.scale  # (B, T, d_model)
+        if self.positions is not None:
+            x = x + self.positions(positions)
+        return x
+
+
+def check_positions(start: int, length: int, max_positions: int) -> torch.Tensor:
+    """Absolute positions start..start+length-1, refusing to go past the context window."""
+    if start + length > max_positions:
+        raise ContextWindowError(
+            f"{start + length} positions exceed this model's context window of {max_positions}; "
+            "shorten the text or undo some tokens"
+        )
+    return torch.arange(start, start + length)
+
+
+class Encoder(nn.Module):
+    def __init__(self, config: ModelConfig, embed_tokens: nn.Embedding) -> None:
+        super().__init__()
+        self.embed = InputEmbedding(config, embed_tokens)
+        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_encoder_layers))
+        self.final_norm = (
+            make_norm(config.norm, config.d_model, config.norm_eps) if config.final_norm else nn.Identity()
+        )
+
+    def forward(self, ids: torch.Tensor, trace: Trace) -> torch.Tensor:
+        positions = check_positions(0, ids.shape[1], self.embed.max_positions)
+        x = self.embed(ids, positions)  # (B, S, d_model)
+        trace.keep("residual", "encoder.embed", x)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, trace, f"encoder.{i}")
+        return self.final_norm(x)  # (B, S, d_model): the memory the decoder reads
+
+
+class Decoder(nn.Module):
+    def __init__(self, config: ModelConfig, embed_tokens: nn.Embedding) -> None:
+        super().__init__()
+        self.embed = InputEmbedding(config, embed_tokens)
+        rotary = None
+        if config.positions == "rope":
+            rotary = RotaryPositions(config.max_positions, config.head_dim, config.rope_theta)
+        self.layers = nn.ModuleList(DecoderLayer(config, rotary) for _ in range(config.n_layers))
+        self.final_norm = (
+            make_norm(config.norm, config.d_model, config.norm_eps) if config.final_norm else nn.Identity()
+        )
+
+    def forward(
+        self,
+        ids: torch.Tensor,  # (B, T): the new tokens only when a cache is used
+        *,
+        cache: KVCache | None,
+        memory: torch.Tensor | None,
+        causal: bool,
+        trace: Trace,
+    ) -> torch.Tensor:
+        start = cache.length if cache is not None else 0
+        positions = check_positions(start, ids.shape[1], self.embed.max_positions)
+        x = self.embed(ids, positions)  # (B, T, d_model)
+        trace.keep("residual", "decoder.embed", x)
+        for i, layer in enumerate(self.layers):
+            x = layer(
+                x, index=i, positions=positions, cache=cache, memory=memory, causal=causal,
+                trace=trace, name=f"decoder.{i}",
+            )  # fmt: skip
+        return x  # (B, T, d_model), before the final norm
+
+
+class LanguageModel(nn.Module):
+    """What both model kinds share: the token table, the decoder and the output head."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model)
+        self.decoder = Decoder(config, self.embed_tokens)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        if config.tie_embeddings:
+            self.lm_head.weight = self.embed_tokens.weight
+        self.register_buffer("final_logits_bias", torch.zeros(config.vocab_size), persistent=True)
+        if not config.final_logits_bias:
+            self.final_logits_bias = None
+
+    def new_cache(self) -> KVCache:
+        return KVCache(self.config.n_layers)
+
+    def unembed(self, residual: torch.Tensor) -> torch.Tensor:
+        """Residual stream (..., d_model) -> vocabulary logits (..., vocab).
+
+        Applied to the last layer's output this is the model's prediction; applied to an
+        earlier layer's residual it is the "logit lens".
+        """
+        logits = self.lm_head(self.decoder.final_norm(residual))
+        if self.final_logits_bias is not None:
+            logits = logits + self.final_logits_bias
+        return logits
+
+    def _decode(
+        self,
+        ids: torch.Tensor,
+        memory: torch.Tensor | None,
+        cache: KVCache | None,
+        record: Record,
+        last_only: bool,
+        causal: bool,
+    ) -> Output:
+        trace = Trace(record)
+        hidden = self.decoder(ids, cache=cache, memory=memory, causal=causal, trace=trace)
+        if last_only:
+            hidden = hidden[:, -1:]
+        logits = self.unembed(hidden)
+        trace.keep("logits", "logits", logits)
+        return Output(logits, trace)
+
+    def load_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
+        """Load weights in our names, with errors that name what is missing or extra."""
+        state_dict = dict(state_dict)
+        # One tensor can live under several names (the token table is shared by both stacks
+        # and, when tied, the output head): a checkpoint names it once, we fill the aliases.
+        aliases: dict[int, list[str]] = {}
+        for name, tensor in self.state_dict(keep_vars=True).items():
+            aliases.setdefault(id(tensor), []).append(name)
+        for names in aliases.values():
+            given = next((state_dict[n] for n in names if n in state_dict), None)
+            if given is not None:
+                for n in names:
+                    state_dict.setdefault(n, given)
+        if self.final_logits_bias is None:
+            state_dict.pop("final_logits_bias", None)
+        result = self.load_state_dict(state_dict, strict=False)
+        if result.missing_keys or result.unexpected_keys:
+            raise ValueError(
+                f"checkpoint does not fit the config: missing {result.missing_keys[:8]}, "
+                f"unexpected {result.unexpected_keys[:8]}"
+            )
+
+
+class DecoderOnlyLM(LanguageModel):
+    """GPT-2 and Llama: a stack of masked self-attention layers over the text so far."""
+
+    def forward(
+        self,
+        ids: torch.Tensor,  # (B, T)
+        cache: KVCache | None = None,
+        record: Record = NOTHING,
+        last_only: bool = False,
+        causal: bool = True,
+    ) -> Output:
+        """Logits for every position of ``ids`` (only the last with ``last_only``).
+
+        With a cache, ``ids`` are the new tokens: their keys and values join the cache and
+        they attend over everything cached before them. ``causal=False`` removes the mask,
+        which only the explorer's sandbox does, to show the future leaking.
+        """
+        return self._decode(ids, None, cache, record, last_only, causal)
+
+
+class EncoderDecoderLM(LanguageModel):
+    """Marian: an encoder reads the source once; the decoder writes the target."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__(config)
+        self.encoder = Encoder(config, self.embed_tokens)
+
+    def encode(self, source_ids: torch.Tensor, record: Record = NOTHING) -> tuple[torch.Tensor, Trace]:
+        """(B, S) source ids -> memory (B, S, d_model) and the encoder's trace."""
+        trace = Trace(record)
+        return self.encoder(source_ids, trace), trace
+
+    def forward(
+        self,
+        target_ids: torch.Tensor,  # (B, T)
+        memory: torch.Tensor,  # (B, S, d_model) from encode()
+        cache: KVCache | None = None,
+        record: Record = NOTHING,
+        last_only: bool = False,
+        causal: bool = True,
+    ) -> Output:
+        return self._decode(target_ids, memory, cache, record, last_only, causal)
+
+
+def build_model(config: ModelConfig) -> LanguageModel:
+    model = EncoderDecoderLM(config) if config.is_encoder_decoder else DecoderOnlyLM(config)
+    return model.eval()

@@ -1,0 +1,57 @@
+"""Choosing the next token from the logits: greedy, or sampling with temperature, top-k, top-p.
+
+Sampling draws from a generator seeded by (seed, position), so the same position always
+draws the same random number: undo and step again, or rerun with the cache switched,
+and the same token comes out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    temperature: float = 0.0  # 0 means greedy: always the most probable token
+    top_k: int = 0  # keep the k most probable tokens (0: all)
+    top_p: float = 1.0  # keep the smallest set whose probability reaches p
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError("temperature must be 0 (greedy) or positive")
+        if self.top_k < 0:
+            raise ValueError("top-k must be 0 (off) or a positive count")
+        if not 0 < self.top_p <= 1:
+            raise ValueError("top-p must be in (0, 1]")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+def sampling_distribution(logits: torch.Tensor, settings: SamplingSettings) -> torch.Tensor:
+    """(vocab,) logits -> (vocab,) probabilities that the sampler draws from."""
+    logits = logits.float() / settings.temperature
+    if settings.top_k:
+        kth = logits.topk(min(settings.top_k, logits.numel())).values[-1]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = logits.softmax(-1)
+    if settings.top_p < 1:
+        sorted_probs, order = probs.sort(descending=True)
+        before = sorted_probs.cumsum(-1) - sorted_probs  # mass of the tokens ranked above
+        drop = before >= settings.top_p  # the most probable token is always kept
+        sorted_probs = sorted_probs.masked_fill(drop, 0.0)
+        probs = torch.zeros_like(probs).scatter(0, order, sorted_probs)
+        probs = probs / probs.sum()
+    return probs
+
+
+def choose_token(logits: torch.Tensor, settings: SamplingSettings, position: int) -> int:
+    """The next token for ``position`` from (vocab,) logits."""
+    if settings.greedy:
+        return int(logits.argmax())
+    generator = torch.Generator().manual_seed(settings.seed * 1_000_003 + position)
+    return int(torch.multinomial(sampling_distribution(logits, settings), 1, generator=generator))

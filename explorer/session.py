@@ -1,0 +1,432 @@
+"""One user's generation: the tokens so far, the cache, the attention history, the timings.
+
+``GenerationSession`` knows nothing about Gradio. Every token in ``token_ids`` has been run
+through the model: the prompt in one pass when the session starts (the prefill), each
+generated token right after it is chosen. So the distribution for the next token is
+always ready, and the attention history has one row per token.
+
+With the cache on, a step feeds only the new token and its attention is one new row per
+layer and head; the history stitches those rows under the prefill block. With the cache
+off, a step reruns the whole sequence and keeps only the new row. Both must give the same
+matrix as one full forward pass (the tests check it).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from explorer.loading import LoadedModel
+from explorer.model import ATTENTION, NOTHING, ContextWindowError, KVCache, Record, Trace
+from explorer.sampling import SamplingSettings, choose_token
+from explorer.tokens import piece_text
+
+MAX_SESSION_POSITIONS = 1024  # the explorer's cap, so that one session's memory stays bounded
+MAX_TEXT_CHARS = 100_000
+
+
+class InputError(ValueError):
+    """Something the user typed or asked for cannot be done; the message says what to do."""
+
+
+class SessionFinished(InputError):
+    pass
+
+
+@dataclass
+class TopToken:
+    token_id: int
+    text: str
+    probability: float  # the model's own probability (softmax of the logits, temperature 1)
+
+
+@dataclass
+class StepResult:
+    token_id: int
+    token_text: str
+    position: int  # where the token stands in ``token_ids``
+    elapsed_ms: float  # the model pass that processed this token
+    cache_bytes: int
+    use_cache: bool
+    top_k: list[TopToken]  # the distribution this token was chosen from, most probable first
+    trace: Trace = field(repr=False)
+    forced: bool = False
+    finished: bool = False
+
+
+@dataclass
+class StepTiming:
+    position: int
+    elapsed_ms: float
+    use_cache: bool
+
+
+@dataclass
+class CacheComparison:
+    """The same generation run twice, cache on and cache off, measured in one go."""
+
+    positions: list[int]
+    ms_cached: list[float]
+    ms_uncached: list[float]
+    tokens_cached: list[int]
+    tokens_uncached: list[int]
+    max_logit_difference: float
+    cache_bytes: int
+
+    @property
+    def tokens_identical(self) -> bool:
+        return self.tokens_cached == self.tokens_uncached
+
+
+class AttentionHistory:
+    """Attention rows of one stack, stitched over steps; stored compactly as float16.
+
+    Per layer a list of blocks, each (heads, rows, keys): the prefill's square block, then
+    one row per step whose key count grows by one.
+    """
+
+    def __init__(self, n_layers: int) -> None:
+        self.blocks: list[list[np.ndarray]] = [[] for _ in range(n_layers)]
+
+    @property
+    def rows(self) -> int:
+        return sum(b.shape[1] for b in self.blocks[0]) if self.blocks else 0
+
+    def add(self, layer: int, probs: torch.Tensor) -> None:
+        """probs (heads, new_rows, keys) for the newest queries."""
+        self.blocks[layer].append(probs.to(torch.float16).numpy())
+
+    def truncate(self, rows: int) -> None:
+        for blocks in self.blocks:
+            total = sum(b.shape[1] for b in blocks)
+            while total > rows:
+                last = blocks[-1]
+                excess = total - rows
+                if last.shape[1] <= excess:
+                    blocks.pop()
+                    total -= last.shape[1]
+                else:
+                    blocks[-1] = last[:, : last.shape[1] - excess]
+                    total = rows
+
+    def matrix(self, layer: int, n_keys: int | None = None) -> np.ndarray:
+        """(heads, rows, keys) float32; entries no row reached (the future) are exactly 0."""
+        blocks = self.blocks[layer]
+        if not blocks:
+            raise InputError("no attention was recorded in this session")
+        rows = sum(b.shape[1] for b in blocks)
+        keys = n_keys if n_keys is not None else max(b.shape[2] for b in blocks)
+        out = np.zeros((blocks[0].shape[0], rows, keys), dtype=np.float32)
+        r = 0
+        for b in blocks:
+            out[:, r : r + b.shape[1], : b.shape[2]] = b
+            r += b.shape[1]
+        return out
+
+
+class GenerationSession:
+    """Step through generation one token at a time; see what the model did at each step."""
+
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        text: str,
+        use_cache: bool = True,
+        temperature: float = 0.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        chat: bool = False,
+        record_attention: bool = True,
+        n_top: int = 10,
+        max_positions: int | None = None,
+    ) -> None:
+        self.loaded = loaded
+        self.model = loaded.model
+        self.tokenizer = loaded.tokenizer
+        self.config = loaded.config
+        self.text = text
+        self.chat = chat
+        self.sampling = SamplingSettings(temperature, top_k, top_p, seed)
+        self.record = ATTENTION if record_attention else NOTHING
+        self.n_top = n_top
+        cap = max_positions or MAX_SESSION_POSITIONS
+        self.max_positions = min(cap, self.config.max_positions)
+        self.use_cache = use_cache
+        self.cache: KVCache | None = None
+        self.steps: list[StepResult] = []
+        self.timings: list[StepTiming] = []
+        self.source_ids: list[int] = []
+        self.memory: torch.Tensor | None = None
+        self.encoder_history = AttentionHistory(self.config.n_encoder_layers)
+        self.self_history = AttentionHistory(self.config.n_layers)
+        self.cross_history = AttentionHistory(self.config.n_layers if self.is_encoder_decoder else 0)
+        self._next_logits: torch.Tensor | None = None  # (vocab,) for the next position
+
+        prompt_ids = self._encode_input(text)
+        if self.is_encoder_decoder:
+            self.source_ids = prompt_ids
+            self._run_encoder()
+            self.token_ids = [self._decoder_start_id()]
+        else:
+            self.token_ids = prompt_ids
+        self.prompt_length = len(self.token_ids)
+        if use_cache:
+            self.cache = self.model.new_cache()
+        self.prefill_ms, _ = self._process(self.prompt_length)
+
+    # ------------------------------------------------------------------ input
+    @property
+    def is_encoder_decoder(self) -> bool:
+        return self.config.is_encoder_decoder
+
+    def _encode_input(self, text: str) -> list[int]:
+        what = "source sentence" if self.is_encoder_decoder else "prompt"
+        if not isinstance(text, str) or not text.strip():
+            raise InputError(f"The {what} is empty: type some text, or pick an example.")
+        if len(text) > MAX_TEXT_CHARS:
+            raise InputError(
+                f"The {what} has {len(text):,} characters; the explorer takes at most {MAX_TEXT_CHARS:,}. Shorten it."
+            )
+        text = text.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be tokenized
+        if self.chat and not self.is_encoder_decoder:
+            if not self.loaded.has_chat_template:
+                raise InputError("This model has no chat template; switch the chat template off.")
+            rendered = self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False
+            )
+            ids = self.tokenizer(rendered, add_special_tokens=False)["input_ids"]
+        else:
+            ids = self.tokenizer(text)["input_ids"]
+        if self.is_encoder_decoder:
+            limit = self.config.max_positions  # the encoder's own window
+        else:
+            limit = self.max_positions - 1  # leave room for at least one new token
+        if len(ids) > limit:
+            raise InputError(
+                f"The {what} is {len(ids):,} tokens long; this model and explorer take at most {limit:,} "
+                f"(context window {self.config.max_positions:,}, explorer cap {self.max_positions:,}). "
+                "Shorten it."
+            )
+        if not ids:
+            raise InputError(f"The {what} produced no tokens; type some words.")
+        return ids
+
+    def _decoder_start_id(self) -> int:
+        start = self.config.decoder_start_token_id
+        return start if start is not None else self.config.pad_token_id
+
+    @torch.inference_mode()
+    def _run_encoder(self) -> None:
+        src = torch.tensor([self.source_ids])
+        self.memory, trace = self.model.encode(src, record=self.record)
+        if "attention" in self.record:
+            for i in range(self.config.n_encoder_layers):
+                self.encoder_history.add(i, trace.self_attention(i, "encoder")[0])
+
+    # ------------------------------------------------------------------ the model pass
+    @torch.inference_mode()
+    def _process(self, n_new: int, record: Record | None = None) -> tuple[float, Trace]:
+        """Run the model so that the last ``n_new`` tokens are processed; keep their rows.
+
+        Sets the distribution for the next position. Returns (milliseconds, trace).
+        """
+        record = self.record if record is None else record
+        if self.use_cache:
+            ids = torch.tensor([self.token_ids[-n_new:]])  # (1, n_new): only the new tokens
+        else:
+            ids = torch.tensor([self.token_ids])  # (1, T): everything again
+        args = (ids,) if not self.is_encoder_decoder else (ids, self.memory)
+        start = time.perf_counter()
+        output = self.model(*args, cache=self.cache, record=record, last_only=True)
+        elapsed_ms = (time.perf_counter() - start) * 1000
+        self._next_logits = output.logits[0, -1]
+        if "attention" in record:
+            for i in range(self.config.n_layers):
+                self.self_history.add(i, output.trace.self_attention(i)[0, :, -n_new:])
+                if self.is_encoder_decoder:
+                    self.cross_history.add(i, output.trace.cross_attention(i)[0, :, -n_new:])
+        return elapsed_ms, output.trace
+
+    # ------------------------------------------------------------------ stepping
+    @property
+    def finished(self) -> bool:
+        eos = self.config.eos_token_id
+        return len(self.token_ids) > self.prompt_length and self.token_ids[-1] == eos
+
+    @property
+    def generated_ids(self) -> list[int]:
+        return self.token_ids[self.prompt_length :]
+
+    @property
+    def cache_bytes(self) -> int:
+        return self.cache.nbytes if self.cache is not None else 0
+
+    def next_token_probabilities(self) -> torch.Tensor:
+        """(vocab,) the model's distribution for the next position."""
+        return self._next_logits.float().softmax(-1)
+
+    def next_logits(self) -> torch.Tensor:
+        return self._next_logits.clone()
+
+    def top_candidates(self, k: int | None = None) -> list[TopToken]:
+        probs = self.next_token_probabilities()
+        values, ids = probs.topk(k or self.n_top)
+        return [TopToken(int(i), self._text_of(int(i)), float(p)) for p, i in zip(values, ids, strict=True)]
+
+    def _text_of(self, token_id: int) -> str:
+        return piece_text(self.tokenizer, [*self.token_ids[-6:], token_id], min(len(self.token_ids), 6))
+
+    def _check_can_step(self) -> None:
+        if self.finished:
+            raise SessionFinished("The model has ended the text (it produced the end token). Undo or Reset to go on.")
+        if len(self.token_ids) >= self.max_positions:
+            raise ContextWindowError(
+                f"The sequence has reached {self.max_positions:,} positions, the most this session holds "
+                f"(model window {self.config.max_positions:,}). Undo some tokens or Reset."
+            )
+
+    def step(self) -> StepResult:
+        """Choose the next token (greedy or sampled), append it, and run the model on it."""
+        self._check_can_step()
+        token = choose_token(self._next_logits, self.sampling, position=len(self.token_ids))
+        return self._append(token, forced=False)
+
+    def force(self, token_id: int) -> StepResult:
+        """Append ``token_id`` instead of the model's choice (a branch); Undo goes back."""
+        self._check_can_step()
+        if not 0 <= int(token_id) < self.config.vocab_size:
+            raise InputError(f"token id {token_id} is outside the vocabulary (0 to {self.config.vocab_size - 1})")
+        return self._append(int(token_id), forced=True)
+
+    def _append(self, token: int, forced: bool) -> StepResult:
+        top = self.top_candidates()
+        self.token_ids.append(token)
+        elapsed_ms, trace = self._process(1)
+        position = len(self.token_ids) - 1
+        self.timings.append(StepTiming(position, elapsed_ms, self.use_cache))
+        result = StepResult(
+            token_id=token,
+            token_text=piece_text(self.tokenizer, self.token_ids, position),
+            position=position,
+            elapsed_ms=elapsed_ms,
+            cache_bytes=self.cache_bytes,
+            use_cache=self.use_cache,
+            top_k=top,
+            trace=trace,
+            forced=forced,
+            finished=self.finished,
+        )
+        self.steps.append(result)
+        return result
+
+    def undo(self) -> None:
+        """Remove the last generated token (never the prompt)."""
+        if len(self.token_ids) <= self.prompt_length:
+            raise InputError("Nothing to undo: only the prompt is left.")
+        self.token_ids.pop()
+        self.steps.pop()
+        self.timings.pop()
+        # The distribution for the next position came from processing the token now last;
+        # rerun that one token (its attention row is dropped and recorded again).
+        n = len(self.token_ids)
+        self.self_history.truncate(n - 1)
+        self.cross_history.truncate(n - 1)
+        if self.cache is not None:
+            self.cache.truncate(n - 1)
+        self._process(1)
+
+    def set_use_cache(self, use_cache: bool) -> None:
+        """Switch the cache; the tokens so far are kept (turning it on fills the cache once)."""
+        if use_cache == self.use_cache:
+            return
+        self.use_cache = use_cache
+        if not use_cache:
+            self.cache = None
+            return
+        self.cache = self.model.new_cache()
+        with torch.inference_mode():
+            ids = torch.tensor([self.token_ids])
+            args = (ids,) if not self.is_encoder_decoder else (ids, self.memory)
+            self.model(*args, cache=self.cache, last_only=True)
+
+    # ------------------------------------------------------------------ attention views
+    def self_attention(self, layer: int) -> np.ndarray:
+        """(heads, T, T) decoder self-attention stitched over every step so far."""
+        self._check_layer(layer)
+        return self.self_history.matrix(layer, len(self.token_ids))
+
+    def cross_attention(self, layer: int) -> np.ndarray:
+        """(heads, T, S) cross-attention of every target token over the source."""
+        self._require_translator("cross-attention")
+        self._check_layer(layer)
+        return self.cross_history.matrix(layer, len(self.source_ids))
+
+    def encoder_attention(self, layer: int) -> np.ndarray:
+        """(heads, S, S) encoder self-attention over the source."""
+        self._require_translator("encoder attention")
+        if not 0 <= layer < self.config.n_encoder_layers:
+            raise InputError(f"encoder layer {layer} does not exist; choose 0 to {self.config.n_encoder_layers - 1}")
+        return self.encoder_history.matrix(layer, len(self.source_ids))
+
+    def _check_layer(self, layer: int) -> None:
+        if not 0 <= layer < self.config.n_layers:
+            raise InputError(f"layer {layer} does not exist; choose 0 to {self.config.n_layers - 1}")
+
+    def _require_translator(self, what: str) -> None:
+        if not self.is_encoder_decoder:
+            raise InputError(f"{what} exists only for translators (encoder-decoder models)")
+
+    # ------------------------------------------------------------------ text
+    def token_texts(self) -> list[str]:
+        return [piece_text(self.tokenizer, self.token_ids, i) for i in range(len(self.token_ids))]
+
+    def source_texts(self) -> list[str]:
+        return [piece_text(self.tokenizer, self.source_ids, i) for i in range(len(self.source_ids))]
+
+    def generated_text(self) -> str:
+        return self.tokenizer.decode(self.generated_ids, skip_special_tokens=True)
+
+    # ------------------------------------------------------------------ cache on vs off
+    def compare_cache_modes(self) -> CacheComparison:
+        """Rerun this generation with the cache on and with it off, and compare.
+
+        Both runs start from the same input with the same settings and choose their own
+        tokens (forcing only where the user forced one), so identical tokens are a check,
+        not an assumption.
+        """
+        forced = {s.position: s.token_id for s in self.steps if s.forced}
+        n_steps = len(self.steps)
+        runs = {}
+        for use_cache in (True, False):
+            replay = GenerationSession(
+                self.loaded, self.text, use_cache=use_cache, chat=self.chat,
+                record_attention="attention" in self.record, max_positions=self.max_positions,
+                temperature=self.sampling.temperature, top_k=self.sampling.top_k,
+                top_p=self.sampling.top_p, seed=self.sampling.seed,
+            )  # fmt: skip
+            logits = [replay.next_logits()]
+            for _ in range(n_steps):
+                if replay.finished:
+                    break
+                position = len(replay.token_ids)
+                if position in forced:
+                    replay.force(forced[position])
+                else:
+                    replay.step()
+                logits.append(replay.next_logits())
+            runs[use_cache] = (replay, logits)
+        (on, logits_on), (off, logits_off) = runs[True], runs[False]
+        diff = max(float((a - b).abs().max()) for a, b in zip(logits_on, logits_off, strict=False))
+        return CacheComparison(
+            positions=[t.position for t in on.timings],
+            ms_cached=[t.elapsed_ms for t in on.timings],
+            ms_uncached=[t.elapsed_ms for t in off.timings],
+            tokens_cached=on.generated_ids,
+            tokens_uncached=off.generated_ids,
+            max_logit_difference=diff,
+            cache_bytes=on.cache_bytes,
+        )

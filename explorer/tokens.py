@@ -1,0 +1,78 @@
+"""Token ids -> the text a person should see for each token.
+
+Tokenizers store pieces in private alphabets: byte-level BPE writes a space as "Ġ" and
+splits a multi-byte character over several tokens; SentencePiece writes a space as "▁".
+Decoding a token in the context of the few before it gives the real text it adds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+CONTEXT = 6  # tokens of left context; enough to complete any UTF-8 character
+
+
+def piece_text(tokenizer, ids: list[int], index: int) -> str:
+    """The text token ``ids[index]`` adds after the tokens before it."""
+    token_id = ids[index]
+    if token_id in _special_ids(tokenizer):
+        return tokenizer.convert_ids_to_tokens(token_id)
+    start = max(0, index - CONTEXT)
+    while start < index and ids[start] in _special_ids(tokenizer):
+        start += 1
+    before = tokenizer.decode(ids[start:index]) if start < index else ""
+    through = tokenizer.decode(ids[start : index + 1])
+    if through.startswith(before) and not before.endswith("\ufffd"):
+        text = through[len(before) :]
+    else:  # the previous piece was half a character: show this one on its own
+        text = tokenizer.decode([token_id])
+    if "\ufffd" in text:  # part of a multi-byte character: show its bytes
+        token = tokenizer.convert_ids_to_tokens(token_id)
+        return _bytes_of(token)
+    return text
+
+
+def piece_texts(tokenizer, ids: list[int]) -> list[str]:
+    return [piece_text(tokenizer, ids, i) for i in range(len(ids))]
+
+
+def visible(text: str) -> str:
+    """Make whitespace visible for labels: spaces as ·, newlines as ⏎, tabs as ⇥."""
+    if text == "":
+        return "∅"
+    return text.replace(" ", "·").replace("\n", "⏎").replace("\t", "⇥").replace("\r", "␍")
+
+
+def _special_ids(tokenizer) -> set[int]:
+    cached = getattr(tokenizer, "_explorer_special_ids", None)
+    if cached is None:
+        cached = set(tokenizer.all_special_ids)
+        with contextlib.suppress(AttributeError):
+            tokenizer._explorer_special_ids = cached
+    return cached
+
+
+def _bytes_of(token: str) -> str:
+    """A byte-level BPE piece as hex bytes, e.g. '<e2 80>'."""
+    try:
+        data = bytes(_BYTE_DECODER[ch] for ch in token)
+    except KeyError:
+        return token
+    return "<" + " ".join(f"{b:02x}" for b in data) + ">"
+
+
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's reversible map from bytes to printable characters, inverted."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+    printable += list(range(ord("®"), ord("ÿ") + 1))
+    chars = printable[:]
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
+
+
+_BYTE_DECODER = _byte_decoder()
