@@ -1,0 +1,1 @@
+"""How the shipped translator is made: data, tokenizer and training (uses transformers)."""

@@ -1,0 +1,105 @@
+"""Tiny random checkpoints, built offline with transformers, saved as Hugging Face folders.
+
+They exercise the same loaders as real checkpoints: GPT-2 (Conv1D, fused QKV, learned
+positions), Llama (RMSNorm, RoPE, SwiGLU, grouped-query attention) and Marian (post-norm,
+sinusoidal positions, cross-attention, final logits bias).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Transformers generate text one token at a time.",
+    "def add(a, b):\n    return a + b\n",
+    "Attention is all you need, said the paper in 2017.",
+    "twenty-one einundzwanzig three hundred and forty-two dreihundertzweiundvierzig",
+    "Wednesday, March 3, 2021 Mittwoch, 3. März 2021 at 7:30 PM um 19:30",
+] * 4
+
+
+def byte_bpe_tokenizer(folder: Path, vocab_size: int = 320):
+    """A GPT-2 style byte-level BPE tokenizer trained on a few sentences."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(CORPUS, vocab_size=vocab_size, min_frequency=1, special_tokens=["<|endoftext|>"])
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe._tokenizer, eos_token="<|endoftext|>", bos_token="<|endoftext|>"
+    )
+    return tokenizer
+
+
+def tiny_gpt2(folder: Path, seed: int = 0) -> Path:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tokenizer = byte_bpe_tokenizer(folder)
+    torch.manual_seed(seed)
+    config = GPT2Config(
+        vocab_size=len(tokenizer), n_positions=128, n_embd=64, n_layer=3, n_head=4,
+        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )  # fmt: skip
+    model = GPT2LMHeadModel(config).eval()
+    _randomise_norms(model, seed)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def tiny_llama(folder: Path, seed: int = 0) -> Path:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tokenizer = byte_bpe_tokenizer(folder)
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=96, intermediate_size=160, num_hidden_layers=3,
+        num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=256, rope_theta=10000.0,
+        tie_word_embeddings=True, bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )  # fmt: skip
+    model = LlamaForCausalLM(config).eval()
+    _randomise_norms(model, seed)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def tiny_marian(folder: Path, seed: int = 0, never_end: bool = True) -> Path:
+    """A tiny random Marian translator. ``never_end`` makes the end token improbable, so
+    that greedy decoding of random weights runs long enough to test the cache."""
+    from transformers import AutoTokenizer, MarianConfig, MarianMTModel
+
+    from explorer.train.tokenizer import build_marian_tokenizer
+
+    build_marian_tokenizer(CORPUS, folder, vocab_size=120)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    torch.manual_seed(seed)
+    config = MarianConfig(
+        vocab_size=len(tokenizer), decoder_vocab_size=len(tokenizer), d_model=64, encoder_layers=2,
+        decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128,
+        decoder_ffn_dim=128, max_position_embeddings=128, pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.pad_token_id,
+        forced_eos_token_id=tokenizer.eos_token_id, activation_function="swish", scale_embedding=True,
+    )  # fmt: skip
+    model = MarianMTModel(config).eval()
+    _randomise_norms(model, seed)
+    with torch.no_grad():
+        model.final_logits_bias.normal_(0, 0.5)
+        if never_end:
+            model.final_logits_bias[0, tokenizer.eos_token_id] = -100.0
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _randomise_norms(model: torch.nn.Module, seed: int) -> None:
+    """Freshly built norms are all ones and zeros; random ones catch swapped weights."""
+    generator = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name or name.split(".")[-2].startswith("ln"):
+                p.add_(torch.randn(p.shape, generator=generator) * 0.1)

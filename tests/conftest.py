@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+# The converted SmolLM2 goes to a cache folder of the test run's own unless the caller
+# chose one, so that the first-load conversion is exercised on a clean machine.
+os.environ.setdefault("DECODER_EXPLORER_CACHE", tempfile.mkdtemp(prefix="explorer-cache-"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+torch.set_num_threads(2)
+
+from tests import builders  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def checkpoints(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("checkpoints")
+    return {
+        "gpt2": builders.tiny_gpt2(root / "tiny-gpt2"),
+        "llama": builders.tiny_llama(root / "tiny-llama"),
+        "marian": builders.tiny_marian(root / "tiny-marian"),
+    }
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    import explorer
+
+    return explorer.load_model("smollm2-135m-instruct", progress=False)
+
+
+@pytest.fixture(scope="session")
+def hf_smollm2():
+    """The reference: transformers' own Llama, fp32, eager attention, from the same GGUF."""
+    from transformers import AutoModelForCausalLM
+
+    from explorer.loading.sources import smollm2_gguf_path
+
+    path = smollm2_gguf_path()
+    model = AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
+    )
+    return model.eval()

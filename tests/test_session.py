@@ -1,0 +1,126 @@
+"""The session API: stepping, undo, forcing, sampling, finishing."""
+
+from __future__ import annotations
+
+import pytest
+
+import explorer
+
+
+@pytest.fixture(scope="module")
+def gpt2(checkpoints):
+    return explorer.load_model(str(checkpoints["gpt2"]))
+
+
+def test_step_result_fields(gpt2):
+    session = explorer.GenerationSession(gpt2, "The quick brown fox")
+    prompt = list(session.token_ids)
+    result = session.step()
+    assert session.token_ids == [*prompt, result.token_id]
+    assert result.position == len(prompt)
+    assert result.elapsed_ms > 0 and result.cache_bytes > 0 and result.use_cache
+    assert result.token_text == session.token_texts()[-1]
+    ids = [t.token_id for t in result.top_k]
+    assert result.token_id == ids[0]  # greedy takes the most probable token
+    probs = [t.probability for t in result.top_k]
+    assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1.0 + 1e-6
+    assert "decoder.0.self_attn.probs" in result.trace
+
+
+def test_undo_never_removes_the_prompt(gpt2):
+    session = explorer.GenerationSession(gpt2, "The quick brown fox")
+    prompt = list(session.token_ids)
+    first = session.step().token_id
+    before = session.next_logits()
+    session.step()
+    session.undo()
+    assert session.token_ids == [*prompt, first]
+    assert (session.next_logits() - before).abs().max() <= 1e-5
+    assert session.self_attention(0).shape[1] == len(prompt) + 1
+    session.undo()
+    with pytest.raises(explorer.InputError, match="Nothing to undo"):
+        session.undo()
+    assert session.token_ids == prompt
+
+
+def test_force_a_candidate_then_undo(gpt2):
+    session = explorer.GenerationSession(gpt2, "The quick brown fox")
+    candidate = session.top_candidates()[2]
+    result = session.force(candidate.token_id)
+    assert result.forced and session.token_ids[-1] == candidate.token_id
+    assert result.top_k[2].token_id == candidate.token_id
+    session.undo()
+    assert session.step().token_id == result.top_k[0].token_id  # greedy again after the branch
+    with pytest.raises(explorer.InputError, match="outside the vocabulary"):
+        session.force(10**9)
+
+
+def test_sampling_is_seeded_per_position(gpt2):
+    def sample(seed):
+        s = explorer.GenerationSession(gpt2, "The quick brown fox", temperature=1.5, top_k=50, top_p=0.95, seed=seed)
+        return [s.step().token_id for _ in range(12)]
+
+    assert sample(1) == sample(1)
+    assert sample(1) != sample(2)
+    s = explorer.GenerationSession(gpt2, "The quick brown fox", temperature=1.0, seed=3)
+    first = s.step().token_id
+    s.undo()
+    assert s.step().token_id == first  # the same position draws the same random number
+
+
+def test_finished_session_refuses_to_step(checkpoints):
+    loaded = explorer.load_model(str(checkpoints["gpt2"]))
+    session = explorer.GenerationSession(loaded, "The quick brown fox")
+    session.force(loaded.config.eos_token_id)
+    assert session.finished
+    with pytest.raises(explorer.SessionFinished, match="end token"):
+        session.step()
+    session.undo()
+    assert not session.finished
+
+
+def test_translator_session(checkpoints):
+    loaded = explorer.load_model(str(checkpoints["marian"]))
+    session = explorer.GenerationSession(loaded, "twenty-one")
+    assert session.token_ids == [loaded.config.decoder_start_token_id]
+    assert session.source_ids[-1] == loaded.config.eos_token_id
+    for _ in range(4):
+        session.step()
+    T, S = len(session.token_ids), len(session.source_ids)
+    assert session.cross_attention(1).shape == (loaded.config.n_heads, T, S)
+    assert session.encoder_attention(0).shape == (loaded.config.n_heads, S, S)
+    with pytest.raises(explorer.InputError, match="layer 7 does not exist"):
+        session.cross_attention(7)
+
+
+def test_decoder_only_has_no_cross_attention(gpt2):
+    session = explorer.GenerationSession(gpt2, "The quick brown fox")
+    with pytest.raises(explorer.InputError, match="only for translators"):
+        session.cross_attention(0)
+
+
+def test_switching_the_cache_keeps_the_tokens(gpt2):
+    session = explorer.GenerationSession(gpt2, "The quick brown fox")
+    reference = explorer.GenerationSession(gpt2, "The quick brown fox")
+    for use_cache in (False, True, False, True):
+        session.set_use_cache(use_cache)
+        assert session.step().use_cache is use_cache
+        reference.step()
+    assert session.token_ids == reference.token_ids
+    assert [t.use_cache for t in session.timings] == [False, True, False, True]
+
+
+@pytest.mark.slow
+def test_chat_template(smollm2):
+    session = explorer.GenerationSession(smollm2, "What is 2+2?", chat=True)
+    texts = session.token_texts()
+    assert texts[0] == "<|im_start|>" and "".join(texts).endswith("assistant\n")
+    assert "What" in "".join(texts)
+
+
+@pytest.mark.slow
+def test_token_texts_are_readable(smollm2):
+    session = explorer.GenerationSession(smollm2, "naïve café 🍕\n  done")
+    texts = session.token_texts()
+    assert "".join(texts) == "naïve café 🍕\n  done"
+    assert not any("Ġ" in t or "Ċ" in t for t in texts)
