@@ -72,7 +72,7 @@ def test_cache_on_equals_cache_off_tiny(checkpoints, family):
 
 @pytest.mark.slow
 def test_cache_on_equals_cache_off_smollm2(smollm2):
-    check_cache_parity(smollm2, "Write a short poem about the sea.")
+    check_cache_parity(smollm2, "Once upon a time, in a small village,")
 
 
 def test_cache_size_grows_by_one_position_per_step(checkpoints):

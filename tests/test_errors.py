@@ -53,7 +53,7 @@ def test_registry_says_what_is_available(monkeypatch):
 
 
 def test_folder_without_a_model(tmp_path):
-    with pytest.raises(ModelLoadError, match="no config.json"):
+    with pytest.raises(ModelLoadError, match=r"no config\.json"):
         explorer.load_model(str(tmp_path))
 
 
