@@ -20,13 +20,12 @@ def piece_text(tokenizer, ids: list[int], index: int) -> str:
     start = max(0, index - CONTEXT)
     while start < index and ids[start] in _special_ids(tokenizer):
         start += 1
-    before = tokenizer.decode(ids[start:index]) if start < index else ""
+    # Earlier pieces that end in half a character decode to U+FFFD; the piece that
+    # completes the character is the one that shows it.
+    before = (tokenizer.decode(ids[start:index]) if start < index else "").rstrip("\ufffd")
     through = tokenizer.decode(ids[start : index + 1])
-    if through.startswith(before) and not before.endswith("\ufffd"):
-        text = through[len(before) :]
-    else:  # the previous piece was half a character: show this one on its own
-        text = tokenizer.decode([token_id])
-    if "\ufffd" in text:  # part of a multi-byte character: show its bytes
+    text = through[len(before) :] if through.startswith(before) else tokenizer.decode([token_id])
+    if "\ufffd" in text:  # only part of a multi-byte character: show its bytes
         token = tokenizer.convert_ids_to_tokens(token_id)
         return _bytes_of(token)
     return text
