@@ -22,7 +22,7 @@ import torch
 from explorer.loading import LoadedModel
 from explorer.model import ATTENTION, NOTHING, ContextWindowError, KVCache, Record, Trace
 from explorer.sampling import SamplingSettings, choose_token
-from explorer.tokens import piece_text
+from explorer.tokens import continuation_texts, piece_text, piece_texts
 
 MAX_SESSION_POSITIONS = 1024  # the explorer's cap, so that one session's memory stays bounded
 MAX_TEXT_CHARS = 100_000
@@ -174,6 +174,8 @@ class GenerationSession:
         else:
             self.token_ids = prompt_ids
         self.prompt_length = len(self.token_ids)
+        self._token_texts = piece_texts(self.tokenizer, self.token_ids)  # kept in step with token_ids
+        self._source_texts = piece_texts(self.tokenizer, self.source_ids)
         if use_cache:
             self.cache = self.model.new_cache()
         self.prefill_ms, _ = self._process(self.prompt_length)
@@ -275,10 +277,9 @@ class GenerationSession:
     def top_candidates(self, k: int | None = None) -> list[TopToken]:
         probs = self.next_token_probabilities()
         values, ids = probs.topk(k or self.n_top)
-        return [TopToken(int(i), self._text_of(int(i)), float(p)) for p, i in zip(values, ids, strict=True)]
-
-    def _text_of(self, token_id: int) -> str:
-        return piece_text(self.tokenizer, [*self.token_ids[-6:], token_id], min(len(self.token_ids), 6))
+        ids = ids.tolist()
+        texts = continuation_texts(self.tokenizer, self.token_ids, ids)
+        return [TopToken(i, t, float(p)) for i, t, p in zip(ids, texts, values, strict=True)]
 
     def _check_can_step(self) -> None:
         if self.finished:
@@ -308,9 +309,10 @@ class GenerationSession:
         elapsed_ms, trace = self._process(1)
         position = len(self.token_ids) - 1
         self.timings.append(StepTiming(position, elapsed_ms, self.use_cache))
+        self._token_texts.append(piece_text(self.tokenizer, self.token_ids, position))
         result = StepResult(
             token_id=token,
-            token_text=piece_text(self.tokenizer, self.token_ids, position),
+            token_text=self._token_texts[-1],
             position=position,
             elapsed_ms=elapsed_ms,
             cache_bytes=self.cache_bytes,
@@ -328,6 +330,7 @@ class GenerationSession:
         if len(self.token_ids) <= self.prompt_length:
             raise InputError("Nothing to undo: only the prompt is left.")
         self.token_ids.pop()
+        self._token_texts.pop()
         self.steps.pop()
         self.timings.pop()
         # The distribution for the next position came from processing the token now last;
@@ -382,10 +385,11 @@ class GenerationSession:
 
     # ------------------------------------------------------------------ text
     def token_texts(self) -> list[str]:
-        return [piece_text(self.tokenizer, self.token_ids, i) for i in range(len(self.token_ids))]
+        """What each token of ``token_ids`` shows as text (byte pieces as their bytes)."""
+        return list(self._token_texts)
 
     def source_texts(self) -> list[str]:
-        return [piece_text(self.tokenizer, self.source_ids, i) for i in range(len(self.source_ids))]
+        return list(self._source_texts)
 
     def generated_text(self) -> str:
         return self.tokenizer.decode(self.generated_ids, skip_special_tokens=True)

@@ -12,23 +12,31 @@ import contextlib
 CONTEXT = 6  # tokens of left context; enough to complete any UTF-8 character
 
 
-def piece_text(tokenizer, ids: list[int], index: int) -> str:
-    """The text token ``ids[index]`` adds after the tokens before it."""
-    token_id = ids[index]
-    if token_id in _special_ids(tokenizer):
-        return tokenizer.convert_ids_to_tokens(token_id)
-    start = max(0, index - CONTEXT)
-    while start < index and ids[start] in _special_ids(tokenizer):
-        start += 1
+def continuation_texts(tokenizer, context: list[int], candidates: list[int]) -> list[str]:
+    """The text each candidate token would add after ``context`` (one batched decode)."""
+    special = _special_ids(tokenizer)
+    window = context[-CONTEXT:]
+    while window and window[0] in special:
+        window = window[1:]
     # Earlier pieces that end in half a character decode to U+FFFD; the piece that
     # completes the character is the one that shows it.
-    before = (tokenizer.decode(ids[start:index]) if start < index else "").rstrip("\ufffd")
-    through = tokenizer.decode(ids[start : index + 1])
-    text = through[len(before) :] if through.startswith(before) else tokenizer.decode([token_id])
-    if "\ufffd" in text:  # only part of a multi-byte character: show its bytes
-        token = tokenizer.convert_ids_to_tokens(token_id)
-        return _bytes_of(token)
-    return text
+    before = tokenizer.decode(window).rstrip("\ufffd") if window else ""
+    throughs = tokenizer.batch_decode([[*window, c] for c in candidates])
+    texts = []
+    for token_id, through in zip(candidates, throughs, strict=True):
+        if token_id in special:
+            texts.append(tokenizer.convert_ids_to_tokens(token_id))
+            continue
+        text = through[len(before) :] if through.startswith(before) else tokenizer.decode([token_id])
+        if "\ufffd" in text:  # only part of a multi-byte character: show its bytes
+            text = _bytes_of(tokenizer.convert_ids_to_tokens(token_id))
+        texts.append(text)
+    return texts
+
+
+def piece_text(tokenizer, ids: list[int], index: int) -> str:
+    """The text token ``ids[index]`` adds after the tokens before it."""
+    return continuation_texts(tokenizer, ids[:index], [ids[index]])[0]
 
 
 def piece_texts(tokenizer, ids: list[int]) -> list[str]:

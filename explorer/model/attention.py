@@ -20,7 +20,7 @@ from torch import nn
 
 from .cache import LayerKV
 from .config import ModelConfig
-from .positions import RotaryPositions
+from .positions import rotate
 from .trace import Trace
 
 
@@ -37,7 +37,7 @@ def causal_mask(n_queries: int, n_keys: int) -> torch.Tensor:
 
 
 class MultiHeadAttention(nn.Module):
-    def __init__(self, config: ModelConfig, rotary: RotaryPositions | None = None) -> None:
+    def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         d, hd = config.d_model, config.head_dim
         self.n_heads, self.n_kv_heads, self.head_dim = config.n_heads, config.n_kv_heads, hd
@@ -45,18 +45,17 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(d, config.n_kv_heads * hd, bias=config.qkv_bias)
         self.v_proj = nn.Linear(d, config.n_kv_heads * hd, bias=config.qkv_bias)
         self.o_proj = nn.Linear(config.n_heads * hd, d, bias=config.out_bias)
-        self.rotary = rotary
 
     def _split_heads(self, x: torch.Tensor, n_heads: int) -> torch.Tensor:
         batch, length, _ = x.shape
         return x.view(batch, length, n_heads, self.head_dim).transpose(1, 2)  # (B, heads, T, hd)
 
-    def project_kv(self, x_kv: torch.Tensor, positions: torch.Tensor | None = None) -> LayerKV:
-        """Keys and values of x_kv (batch, T, d_model); rotary keys need their positions."""
+    def project_kv(self, x_kv: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None = None) -> LayerKV:
+        """Keys and values of x_kv (batch, T, d_model); rotary models rotate the keys."""
         keys = self._split_heads(self.k_proj(x_kv), self.n_kv_heads)  # (B, kv_heads, T, hd)
         values = self._split_heads(self.v_proj(x_kv), self.n_kv_heads)  # (B, kv_heads, T, hd)
-        if self.rotary is not None:
-            keys = self.rotary(keys, positions)
+        if rotary is not None:
+            keys = rotate(keys, rotary)
         return LayerKV(keys, values)
 
     def forward(
@@ -65,7 +64,7 @@ class MultiHeadAttention(nn.Module):
         kv: LayerKV,
         *,
         causal: bool,
-        q_positions: torch.Tensor | None = None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
         trace: Trace | None = None,
         name: str = "",
     ) -> torch.Tensor:
@@ -77,8 +76,8 @@ class MultiHeadAttention(nn.Module):
         batch, n_queries, _ = x_q.shape
         n_keys = kv.length
         q = self._split_heads(self.q_proj(x_q), self.n_heads)  # (B, heads, Tq, hd)
-        if self.rotary is not None:
-            q = self.rotary(q, q_positions)
+        if rotary is not None:  # (cos, sin) of the query positions
+            q = rotate(q, rotary)
         mask = causal_mask(n_queries, n_keys) if causal and n_queries > 1 else None  # (Tq, Tk)
 
         record = trace is not None and ("attention" in trace.record or "scores" in trace.record)
@@ -89,10 +88,11 @@ class MultiHeadAttention(nn.Module):
             context = F.scaled_dot_product_attention(
                 q, kv.keys, kv.values, attn_mask=mask, enable_gqa=self.n_kv_heads != self.n_heads
             )  # (B, heads, Tq, hd)
-        if trace is not None:
+        if trace is not None and "qkv" in trace.record:
             trace.keep("qkv", f"{name}.q", q)
-            trace.keep("qkv", f"{name}.k", kv.keys)
-            trace.keep("qkv", f"{name}.v", kv.values)
+            # Cached keys are views of a buffer that undo may overwrite: keep copies.
+            trace.keep("qkv", f"{name}.k", kv.keys.clone())
+            trace.keep("qkv", f"{name}.v", kv.values.clone())
         context = context.transpose(1, 2).reshape(batch, n_queries, self.n_heads * self.head_dim)
         return self.o_proj(context)
 
@@ -100,10 +100,13 @@ class MultiHeadAttention(nn.Module):
         self, q: torch.Tensor, kv: LayerKV, mask: torch.Tensor | None, trace: Trace, name: str
     ) -> torch.Tensor:
         """softmax(q k^T / sqrt(hd) + mask) v, written out so the probabilities can be kept."""
+        batch, n_heads, n_queries, hd = q.shape
         share = self.n_heads // self.n_kv_heads  # query heads per key/value head
-        keys = kv.keys.repeat_interleave(share, dim=1)  # (B, heads, Tk, hd)
-        values = kv.values.repeat_interleave(share, dim=1)  # (B, heads, Tk, hd)
-        scores = q @ keys.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, heads, Tq, Tk)
+        # Grouped-query attention without copying keys: query heads h = g*share .. g*share+share-1
+        # all read key/value head g, so stack their queries on the query axis of head g.
+        q_grouped = q.reshape(batch, self.n_kv_heads, share * n_queries, hd)  # (B, kv, share*Tq, hd)
+        scores = q_grouped @ kv.keys.transpose(-2, -1) / math.sqrt(hd)  # (B, kv, share*Tq, Tk)
+        scores = scores.view(batch, n_heads, n_queries, -1)  # (B, heads, Tq, Tk)
         if mask is not None:
             # The mask goes on the scores, before softmax: exp(-inf) = 0, so the future gets
             # exactly zero weight and every row still sums to one.
@@ -111,4 +114,5 @@ class MultiHeadAttention(nn.Module):
         probs = scores.softmax(dim=-1)  # (B, heads, Tq, Tk)
         trace.keep("scores", f"{name}.scores", scores)
         trace.keep("attention", f"{name}.probs", probs)
-        return probs @ values  # (B, heads, Tq, hd)
+        context = probs.view(batch, self.n_kv_heads, share * n_queries, -1) @ kv.values  # (B, kv, share*Tq, hd)
+        return context.view(batch, n_heads, n_queries, hd)  # (B, heads, Tq, hd)

@@ -4,6 +4,9 @@ Keys and values of past positions never change (the causal mask guarantees that 
 position's keys depend only on it and the past), so a step can compute them for the one
 new token and reuse the rest. Cross-attention keys and values depend only on the encoder
 output, so they are computed once per source sentence.
+
+Each layer's keys and values live in a buffer with room to grow (doubling when full), so
+that appending a position writes one slice instead of copying the whole cache.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
+INITIAL_CAPACITY = 64
 
 
 @dataclass
@@ -29,37 +34,72 @@ class LayerKV:
         return self.keys.nbytes + self.values.nbytes
 
 
+class _GrowingKV:
+    """A (batch, kv_heads, capacity, head_dim) pair of buffers and how much of them is used."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        capacity = max(INITIAL_CAPACITY, 2 * keys.shape[2])
+        shape = (*keys.shape[:2], capacity, keys.shape[3])
+        self.keys = keys.new_empty(shape)
+        self.values = values.new_empty(shape)
+        self.length = 0
+        self.append(keys, values)
+
+    def append(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        new_length = self.length + keys.shape[2]
+        if new_length > self.keys.shape[2]:
+            self._grow(2 * new_length)
+        self.keys[:, :, self.length : new_length] = keys
+        self.values[:, :, self.length : new_length] = values
+        self.length = new_length
+
+    def _grow(self, capacity: int) -> None:
+        for name in ("keys", "values"):
+            old = getattr(self, name)
+            new = old.new_empty((*old.shape[:2], capacity, old.shape[3]))
+            new[:, :, : self.length] = old[:, :, : self.length]
+            setattr(self, name, new)
+
+    def view(self) -> LayerKV:
+        return LayerKV(self.keys[:, :, : self.length], self.values[:, :, : self.length])
+
+
 class KVCache:
     """Per-layer keys and values that grow one position per step."""
 
     def __init__(self, n_layers: int) -> None:
-        self.self_attn: list[LayerKV | None] = [None] * n_layers
+        self._self_attn: list[_GrowingKV | None] = [None] * n_layers
         self.cross_attn: list[LayerKV | None] = [None] * n_layers
 
     @property
     def length(self) -> int:
         """Positions cached so far (the decoder side)."""
-        first = self.self_attn[0]
+        first = self._self_attn[0]
         return 0 if first is None else first.length
 
     def append(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> LayerKV:
         """Add new positions to one layer's self-attention cache; return the whole of it."""
-        old = self.self_attn[layer]
-        if old is not None:
-            keys = torch.cat([old.keys, keys], dim=2)
-            values = torch.cat([old.values, values], dim=2)
-        self.self_attn[layer] = LayerKV(keys, values)
-        return self.self_attn[layer]
+        entry = self._self_attn[layer]
+        if entry is None:
+            self._self_attn[layer] = entry = _GrowingKV(keys, values)
+        else:
+            entry.append(keys, values)
+        return entry.view()
+
+    def self_attn(self, layer: int) -> LayerKV | None:
+        entry = self._self_attn[layer]
+        return None if entry is None else entry.view()
 
     def truncate(self, length: int) -> None:
         """Forget every position from ``length`` on (undo). Cross-attention is unaffected."""
-        for i, kv in enumerate(self.self_attn):
-            if kv is not None:
-                self.self_attn[i] = LayerKV(kv.keys[:, :, :length], kv.values[:, :, :length])
+        for entry in self._self_attn:
+            if entry is not None:
+                entry.length = min(entry.length, length)
 
     @property
     def self_attn_bytes(self) -> int:
-        return sum(kv.nbytes for kv in self.self_attn if kv is not None)
+        """2 x layers x kv_heads x head_dim x positions x bytes per value."""
+        return sum(e.view().nbytes for e in self._self_attn if e is not None)
 
     @property
     def cross_attn_bytes(self) -> int:
@@ -67,5 +107,11 @@ class KVCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held: 2 x layers x kv_heads x head_dim x positions x bytes per value (+ cross)."""
+        """Bytes of the positions held (self and cross attention)."""
         return self.self_attn_bytes + self.cross_attn_bytes
+
+    @property
+    def allocated_bytes(self) -> int:
+        """Bytes reserved, including room to grow."""
+        grown = sum(e.keys.nbytes + e.values.nbytes for e in self._self_attn if e is not None)
+        return grown + self.cross_attn_bytes

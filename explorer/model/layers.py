@@ -21,7 +21,6 @@ from .attention import MultiHeadAttention
 from .cache import KVCache
 from .config import ModelConfig
 from .norms import make_norm
-from .positions import RotaryPositions
 from .trace import Trace
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -97,10 +96,10 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Masked self-attention, optional cross-attention, feed-forward."""
 
-    def __init__(self, config: ModelConfig, rotary: RotaryPositions | None) -> None:
+    def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.norm_first = config.norm_first
-        self.self_attn = MultiHeadAttention(config, rotary)
+        self.self_attn = MultiHeadAttention(config)
         self.self_attn_norm = make_norm(config.norm, config.d_model, config.norm_eps)
         self.cross_attn: MultiHeadAttention | None = None
         if config.is_encoder_decoder:
@@ -114,7 +113,7 @@ class DecoderLayer(nn.Module):
         x: torch.Tensor,  # (B, T, d_model): the new positions only, when a cache is used
         *,
         index: int,
-        positions: torch.Tensor,  # (T,) absolute positions of x
+        rotary: tuple[torch.Tensor, torch.Tensor] | None,  # (cos, sin) of x's positions, or None
         cache: KVCache | None,
         memory: torch.Tensor | None,  # (B, S, d_model) encoder output, or None
         causal: bool,
@@ -122,10 +121,10 @@ class DecoderLayer(nn.Module):
         name: str,
     ) -> torch.Tensor:
         def self_attend(h: torch.Tensor) -> torch.Tensor:
-            kv = self.self_attn.project_kv(h, positions)
+            kv = self.self_attn.project_kv(h, rotary)
             if cache is not None:  # keys of the past come from the cache, the new ones join it
                 kv = cache.append(index, kv.keys, kv.values)
-            return self.self_attn(h, kv, causal=causal, q_positions=positions, trace=trace, name=f"{name}.self_attn")
+            return self.self_attn(h, kv, causal=causal, rotary=rotary, trace=trace, name=f"{name}.self_attn")
 
         def cross_attend(h: torch.Tensor) -> torch.Tensor:
             kv = cache.cross_attn[index] if cache is not None else None

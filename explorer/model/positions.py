@@ -56,12 +56,17 @@ class RotaryPositions(nn.Module):
         self.register_buffer("cos", angle.cos(), persistent=False)
         self.register_buffer("sin", angle.sin(), persistent=False)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Rotate x (batch, heads, T, head_dim) standing at ``positions`` (T,)."""
-        cos, sin = self.cos[positions], self.sin[positions]  # (T, head_dim)
-        x1, x2 = x.chunk(2, dim=-1)
-        rotated_half = torch.cat([-x2, x1], dim=-1)
-        return x * cos + rotated_half * sin
+    def angles(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(cos, sin), each (T, head_dim), for ``positions`` (T,); computed once per pass."""
+        return self.cos[positions], self.sin[positions]
+
+
+def rotate(x: torch.Tensor, angles: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Rotate x (batch, heads, T, head_dim) by the rotary ``angles`` of its positions."""
+    cos, sin = angles
+    x1, x2 = x.chunk(2, dim=-1)
+    rotated_half = torch.cat([-x2, x1], dim=-1)
+    return x * cos + rotated_half * sin
 
 
 def embedding_scale(d_model: int, scale: bool) -> float:

@@ -87,10 +87,10 @@ class Decoder(nn.Module):
     def __init__(self, config: ModelConfig, embed_tokens: nn.Embedding) -> None:
         super().__init__()
         self.embed = InputEmbedding(config, embed_tokens)
-        rotary = None
+        self.rotary: RotaryPositions | None = None
         if config.positions == "rope":
-            rotary = RotaryPositions(config.max_positions, config.head_dim, config.rope_theta)
-        self.layers = nn.ModuleList(DecoderLayer(config, rotary) for _ in range(config.n_layers))
+            self.rotary = RotaryPositions(config.max_positions, config.head_dim, config.rope_theta)
+        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_layers))
         self.final_norm = (
             make_norm(config.norm, config.d_model, config.norm_eps) if config.final_norm else nn.Identity()
         )
@@ -108,9 +108,10 @@ class Decoder(nn.Module):
         positions = check_positions(start, ids.shape[1], self.embed.max_positions)
         x = self.embed(ids, positions)  # (B, T, d_model)
         trace.keep("residual", "decoder.embed", x)
+        rotary = self.rotary.angles(positions) if self.rotary is not None else None
         for i, layer in enumerate(self.layers):
             x = layer(
-                x, index=i, positions=positions, cache=cache, memory=memory, causal=causal,
+                x, index=i, rotary=rotary, cache=cache, memory=memory, causal=causal,
                 trace=trace, name=f"decoder.{i}",
             )  # fmt: skip
         return x  # (B, T, d_model), before the final norm

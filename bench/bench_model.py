@@ -1,0 +1,124 @@
+"""Milliseconds per generated token: ours (cache on/off, recording on/off) beside transformers.
+
+SmolLM2-135M-Instruct, a 64-token prompt, 64 new tokens, greedy, 2 threads, everything
+measured in one run so that the ratios are fair on a shared, noisy machine.
+
+    python bench/bench_model.py [--new-tokens 64] [--repeats 1]
+
+Prints a table; not a test. Target: ours with the cache on and every head's attention
+recorded costs at most 1.0x transformers' cached generate (which records nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch
+
+PROMPT_TOKENS = 64
+
+
+def prompt_ids(tokenizer) -> list[int]:
+    text = (
+        "The history of the transformer begins in 2017, when a team at Google proposed an architecture "
+        "built entirely on attention. Instead of reading a sentence one word at a time, the model lets "
+        "every word look at every other word, and a decoder generates the output one token after another, "
+        "each time reading what it has written so far."
+    )
+    ids = tokenizer(text)["input_ids"]
+    assert len(ids) >= PROMPT_TOKENS, len(ids)
+    return ids[:PROMPT_TOKENS]
+
+
+def time_ours(loaded, ids, new_tokens, use_cache, record) -> float:
+    import explorer
+
+    text = loaded.tokenizer.decode(ids)
+    session = explorer.GenerationSession(loaded, text, use_cache=use_cache, record_attention=record)
+    start = time.perf_counter()
+    for _ in range(new_tokens):
+        if session.finished:
+            session.undo()
+        session.step()
+    return (time.perf_counter() - start) * 1000 / new_tokens
+
+
+def time_transformers(model, ids, new_tokens, use_cache) -> float:
+    input_ids = torch.tensor([ids])
+    with torch.inference_mode():
+        start = time.perf_counter()
+        out = model.generate(
+            input_ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, use_cache=use_cache
+        )
+        elapsed = time.perf_counter() - start
+    assert out.shape[1] == len(ids) + new_tokens
+    return elapsed * 1000 / new_tokens
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds; medians are printed")
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+
+    import explorer
+    from explorer.loading import CACHE_ENV
+    from explorer.loading.sources import smollm2_gguf_path
+
+    cache = tempfile.mkdtemp(prefix="bench-cache-")
+    os.environ[CACHE_ENV] = cache
+    t0 = time.perf_counter()
+    explorer.load_model("smollm2-135m-instruct", progress=False)
+    first_load = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    loaded = explorer.load_model("smollm2-135m-instruct", progress=False)
+    cached_load = time.perf_counter() - t0
+    shutil.rmtree(cache, ignore_errors=True)
+
+    from transformers import AutoModelForCausalLM
+
+    path = smollm2_gguf_path()
+    reference = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    reference.eval()
+    reference.generation_config.pad_token_id = loaded.config.eos_token_id
+
+    ids = prompt_ids(loaded.tokenizer)
+    n = args.new_tokens
+    rows = []
+    for _ in range(args.repeats):
+        rows.append(
+            {
+                "ours, cache on, recording attention": time_ours(loaded, ids, n, True, True),
+                "ours, cache on, recording nothing": time_ours(loaded, ids, n, True, False),
+                "ours, cache off, recording attention": time_ours(loaded, ids, n, False, True),
+                "ours, cache off, recording nothing": time_ours(loaded, ids, n, False, False),
+                "transformers generate, cache on": time_transformers(reference, ids, n, True),
+                "transformers generate, cache off": time_transformers(reference, ids, n, False),
+            }
+        )
+    medians = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+    base = medians["transformers generate, cache on"]
+    print(f"\nSmolLM2-135M-Instruct, {PROMPT_TOKENS}-token prompt, {n} new tokens, greedy, 2 threads, fp32")
+    print(f"{'run':40s} {'ms/token':>9s} {'x HF cached':>12s}")
+    for name, ms in medians.items():
+        print(f"{name:40s} {ms:9.1f} {ms / base:12.2f}")
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\nload, first (GGUF conversion): {first_load:6.1f} s")
+    print(f"load, from the safetensors cache: {cached_load:6.1f} s")
+    print(f"peak resident memory of this process: {peak_mb:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
