@@ -112,6 +112,15 @@ class AttentionHistory:
                     blocks[-1] = last[:, : last.shape[1] - excess]
                     total = rows
 
+    def row(self, layer: int, index: int) -> np.ndarray:
+        """(heads, keys) float32: one query's weights, without building the whole matrix."""
+        r = 0
+        for b in self.blocks[layer]:
+            if index < r + b.shape[1]:
+                return b[:, index - r].astype(np.float32)
+            r += b.shape[1]
+        raise IndexError(f"row {index} was not recorded (rows: {r})")
+
     def matrix(self, layer: int, n_keys: int | None = None) -> np.ndarray:
         """(heads, rows, keys) float32; entries no row reached (the future) are exactly 0."""
         blocks = self.blocks[layer]
@@ -361,6 +370,13 @@ class GenerationSession:
         """(heads, T, T) decoder self-attention stitched over every step so far."""
         self._check_layer(layer)
         return self.self_history.matrix(layer, len(self.token_ids))
+
+    def query_attention(self, position: int) -> np.ndarray:
+        """(layers, heads, position + 1) what the token at ``position`` read, in every layer."""
+        if not 0 <= position < len(self.token_ids):
+            raise InputError(f"position {position} does not exist; choose 0 to {len(self.token_ids) - 1}")
+        rows = [self.self_history.row(i, position)[:, : position + 1] for i in range(self.config.n_layers)]
+        return np.stack(rows)  # the prefill block's rows also hold its (zero) future: cut it off
 
     def cross_attention(self, layer: int) -> np.ndarray:
         """(heads, T, S) cross-attention of every target token over the source."""

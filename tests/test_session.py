@@ -128,3 +128,13 @@ def test_token_texts_are_readable(smollm2):
     assert texts[emoji - 2 : emoji] == ["<20 f0 9f>", "<8d>"]
     whole = [t for t in texts if not t.startswith("<")]
     assert "".join(whole) == "naïve café🍕\n  done"
+
+
+def test_query_attention_is_one_row_of_every_layer(gpt2):
+    session = explorer.GenerationSession(gpt2, "The quick brown fox jumps")
+    session.step()
+    for position in (2, len(session.token_ids) - 1):
+        rows = session.query_attention(position)  # (layers, heads, position + 1)
+        assert rows.shape == (gpt2.config.n_layers, gpt2.config.n_heads, position + 1)
+        for layer in range(gpt2.config.n_layers):
+            assert (rows[layer] == session.self_attention(layer)[:, position, : position + 1]).all()

@@ -1,0 +1,361 @@
+"""The Gradio Blocks: layout, and thin callbacks that ask the session and render the views.
+
+Each callback returns a dict of only the components it changed. Per-user state lives in a
+``gr.State`` holding an ``ExplorerState``; models are shared (see model_store).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import gradio as gr
+
+from explorer.loading import ModelLoadError
+from explorer.model import ContextWindowError
+from explorer.session import GenerationSession, InputError
+from explorer.ui import model_store, texts, views
+from explorer.ui.views import MEAN, ExplorerState
+
+USER_ERRORS = (InputError, ModelLoadError, ContextWindowError, ValueError)
+DECODER_EXAMPLES = [
+    "The capital of France is",
+    "Once upon a time, in a small village,",
+    "def fibonacci(n):",
+    "The cat sat on the mat. The dog sat on the",
+    "What is the boiling point of water?",
+]
+TRANSLATOR_EXAMPLES = ["twenty-one", "Wednesday, March 3, 2021", "342 kilometers", "It is 7:30 PM."]
+CSS = """
+#token-strip .textfield { line-height: 2.1; }
+#candidates table { font-family: ui-monospace, monospace; }
+.explain { font-size: 0.92em; color: var(--body-text-color-subdued); }
+@media (max-width: 640px) { .gradio-container { padding: 4px !important; } }
+"""
+
+
+def user_errors(handler: Callable) -> Callable:
+    """Show a user's mistake as a warning and change nothing on the page."""
+
+    @functools.wraps(handler)
+    def wrapper(*args, **kwargs):
+        try:
+            return handler(*args, **kwargs)
+        except USER_ERRORS as error:
+            gr.Warning(str(error))
+            return {}
+
+    return wrapper
+
+
+def build_demo() -> gr.Blocks:
+    with gr.Blocks(title="Decoder Explorer") as demo:
+        state = gr.State(None)
+        gr.Markdown(texts.INTRO)
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=2, min_width=300):
+                model = gr.Dropdown(
+                    choices=model_store.dropdown_choices(), value=model_store.default_model_name(),
+                    label="Model", elem_id="model",
+                )  # fmt: skip
+                custom_model = gr.Textbox(
+                    label="Another model (local folder or Hub id)", visible=model_store.custom_models_allowed(),
+                    elem_id="custom-model", placeholder="owner/name or a folder the operator allows",
+                )  # fmt: skip
+                model_info = gr.Markdown(elem_classes="explain", elem_id="model-info")
+                text = gr.Textbox(
+                    label="Prompt", value=DECODER_EXAMPLES[0], lines=3, max_lines=12, elem_id="prompt"
+                )  # fmt: skip
+                with gr.Column(visible=True) as decoder_examples:
+                    gr.Examples(DECODER_EXAMPLES, inputs=text, label="Examples")
+                with gr.Column(visible=False) as translator_examples:
+                    gr.Examples(TRANSLATOR_EXAMPLES, inputs=text, label="Example sentences")
+                chat = gr.Checkbox(label="Use the chat template", value=False, elem_id="chat")
+                with gr.Row():
+                    step_button = gr.Button("Step", variant="primary", elem_id="step", min_width=70)
+                    generate_button = gr.Button("Generate", elem_id="generate", min_width=70)
+                    stop_button = gr.Button("Stop", variant="stop", elem_id="stop", min_width=70)
+                with gr.Row():
+                    undo_button = gr.Button("Undo", elem_id="undo", min_width=70)
+                    reset_button = gr.Button("Reset", elem_id="reset", min_width=70)
+                max_new = gr.Slider(1, 256, value=40, step=1, label="Generate at most this many tokens")
+                use_cache = gr.Checkbox(label="KV cache", value=True, elem_id="kv-cache")
+                with gr.Accordion("Sampling", open=False):
+                    temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
+                    top_k = gr.Slider(0, 200, value=0, step=1, label="Top-k (0 = off)")
+                    top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
+                    seed = gr.Number(value=0, precision=0, label="Seed")
+            with gr.Column(scale=3, min_width=300):
+                status = gr.Markdown(elem_id="status")
+                source = gr.HighlightedText(
+                    label="Source sentence tokens", color_map={"source": "#fee6ce"}, show_legend=False,
+                    show_inline_category=False, visible=False, elem_id="source-strip",
+                )  # fmt: skip
+                strip = gr.HighlightedText(
+                    label="Tokens (click one to inspect it as the query)", color_map=views.strip_colors(False),
+                    show_legend=True, show_inline_category=False, elem_id="token-strip",
+                )  # fmt: skip
+                gr.Markdown(texts.CANDIDATES, elem_classes="explain")
+                candidates = gr.Dataframe(
+                    headers=["", "candidate", "probability", ""], datatype="str", interactive=False,
+                    elem_id="candidates", label="Next-token candidates", max_height=420,
+                )  # fmt: skip
+        with gr.Row():
+            layer = gr.Slider(0, 1, value=0, step=1, label="Layer", elem_id="layer")
+            head = gr.Dropdown(choices=[("average of all heads", MEAN)], value=MEAN, label="Head", elem_id="head")
+        with gr.Tabs():
+            with gr.Tab("Self-attention", elem_id="tab-self"):
+                with gr.Row(equal_height=False):
+                    with gr.Column(scale=3, min_width=300):
+                        self_plot = gr.Plot(label="Self-attention heatmap", elem_id="self-attention")
+                    with gr.Column(scale=1, min_width=240):
+                        gr.Markdown(texts.SELF_ATTENTION, elem_classes="explain")
+                gr.Markdown(texts.ALL_HEADS, elem_classes="explain")
+                heads = gr.Gallery(
+                    label="All heads of this layer", columns=5, height="auto", allow_preview=False,
+                    elem_id="all-heads", format="png",
+                )  # fmt: skip
+            with gr.Tab("Cross-attention", visible=False, elem_id="tab-cross") as cross_tab:
+                with gr.Row(equal_height=False):
+                    with gr.Column(scale=3, min_width=300):
+                        cross_plot = gr.Plot(label="Cross-attention heatmap", elem_id="cross-attention")
+                    with gr.Column(scale=1, min_width=240):
+                        gr.Markdown(texts.CROSS_ATTENTION, elem_classes="explain")
+                with gr.Row(equal_height=False):
+                    with gr.Column(scale=3, min_width=300):
+                        encoder_plot = gr.Plot(label="Encoder self-attention", elem_id="encoder-attention")
+                    with gr.Column(scale=1, min_width=240):
+                        gr.Markdown(texts.ENCODER_ATTENTION, elem_classes="explain")
+            with gr.Tab("Every layer", elem_id="tab-layers"):
+                gr.Markdown(texts.EVERY_LAYER, elem_classes="explain")
+                layers_plot = gr.Plot(label="The selected token in every layer", elem_id="every-layer")
+            with gr.Tab("KV cache", elem_id="tab-cache"), gr.Row(equal_height=False):
+                with gr.Column(scale=3, min_width=300):
+                    timing_plot = gr.Plot(label="Milliseconds per step", elem_id="timing")
+                    compare_button = gr.Button("Compare cache on and off", elem_id="compare")
+                    cache_info = gr.Markdown(elem_id="cache-info")
+                with gr.Column(scale=2, min_width=240):
+                    gr.Markdown(texts.KV_CACHE, elem_classes="explain")
+
+        # ------------------------------------------------------------ rendering
+        step_views = [status, strip, candidates, self_plot, heads, layers_plot, timing_plot, cache_info, cross_plot]
+
+        def render(st: ExplorerState, *, full: bool = False) -> dict:
+            """Every view that a step changes (``full`` adds what only a new session changes)."""
+            session = st.session
+            out = {
+                state: st,
+                status: views.status_line(st),
+                strip: views.token_strip(st),
+                candidates: views.candidate_rows(session),
+                self_plot: views.self_attention_figure(st),
+                heads: views.heads_gallery(st),
+                layers_plot: views.every_layer_figure(st),
+                timing_plot: views.timing_figure(st),
+                cache_info: views.cache_summary(st),
+            }
+            if session.is_encoder_decoder:
+                out[cross_plot] = views.cross_attention_figure(st)
+            if full:
+                out.update(session_views(st))
+            return out
+
+        def session_views(st: ExplorerState) -> dict:
+            session = st.session
+            c = session.config
+            translator = session.is_encoder_decoder
+            out = {
+                layer: gr.Slider(minimum=0, maximum=c.n_layers - 1, value=st.layer, step=1),
+                head: gr.Dropdown(
+                    choices=[("average of all heads", MEAN)] + [(f"head {h}", str(h)) for h in range(c.n_heads)],
+                    value=st.head,
+                ),
+                source: gr.HighlightedText(
+                    value=views.source_strip(session) if translator else None, visible=translator
+                ),
+                cross_tab: gr.Tab(visible=translator),
+            }
+            if translator:
+                out[encoder_plot] = views.encoder_attention_figure(st)
+            return out
+
+        def model_views(loaded) -> dict:
+            translator = loaded.is_encoder_decoder
+            return {
+                model_info: loaded.description,
+                text: gr.Textbox(label="Source sentence" if translator else "Prompt"),
+                chat: gr.Checkbox(visible=loaded.has_chat_template and not translator),
+                strip: gr.HighlightedText(color_map=views.strip_colors(translator)),
+                decoder_examples: gr.Column(visible=not translator),
+                translator_examples: gr.Column(visible=translator),
+            }
+
+        # ------------------------------------------------------------ sessions
+        def new_session(st, text_value, chat_value, cache_value, temp, k, p, seed_value) -> ExplorerState:
+            loaded = model_store.get_model(st.model_name)
+            session = GenerationSession(
+                loaded, text_value, use_cache=cache_value, chat=chat_value and loaded.has_chat_template,
+                temperature=float(temp), top_k=int(k), top_p=float(p), seed=int(seed_value or 0),
+            )  # fmt: skip
+            layer_index = min(st.layer, loaded.config.n_layers - 1)
+            head_value = st.head if st.head == MEAN or int(st.head) < loaded.config.n_heads else MEAN
+            return ExplorerState(st.model_name, session, layer=layer_index, head=head_value)
+
+        def current(st, text_value, chat_value, cache_value, temp, k, p, seed_value) -> tuple[ExplorerState, bool]:
+            """The user's session, started anew when the text or the chat setting changed."""
+            session = st.session if st is not None else None
+            if (
+                session is None
+                or session.text != text_value
+                or session.chat != bool(chat_value and session.loaded.has_chat_template)
+            ):
+                return new_session(st, text_value, chat_value, cache_value, temp, k, p, seed_value), True
+            return st, False
+
+        settings = [text, chat, use_cache, temperature, top_k, top_p, seed]
+
+        @user_errors
+        def on_load(model_name, *values, progress=gr.Progress(track_tqdm=True)):
+            progress(0, desc=f"Loading {model_name}")
+            loaded = model_store.get_model(model_name)
+            st = new_session(ExplorerState(model_name), *values)
+            return {**model_views(loaded), **render(st, full=True)}
+
+        @user_errors
+        def on_model_change(model_name, st, *values, progress=gr.Progress(track_tqdm=True)):
+            previous = st.model_name if st is not None else None
+            try:
+                progress(0, desc=f"Loading {model_name}")
+                loaded = model_store.get_model(model_name)
+            except ModelLoadError as error:
+                gr.Warning(f"{error} The previous model stays loaded.")
+                return {model: gr.Dropdown(value=previous)} if previous else {}
+            text_value = values[0]
+            if loaded.is_encoder_decoder != (st is not None and st.session.is_encoder_decoder):
+                text_value = TRANSLATOR_EXAMPLES[0] if loaded.is_encoder_decoder else DECODER_EXAMPLES[0]
+            fresh = ExplorerState(model_name, layer=st.layer if st else 0)
+            st = new_session(fresh, text_value, *values[1:])
+            return {**model_views(loaded), text: gr.Textbox(value=text_value), **render(st, full=True)}
+
+        @user_errors
+        def on_custom_model(name, st, *values):
+            resolved = model_store.resolve_custom(name)
+            return on_model_change.__wrapped__(resolved, st, *values)
+
+        @user_errors
+        def on_step(st, *values):
+            st, fresh = current(st, *values)
+            st.session.step()
+            st.query = None
+            return render(st, full=fresh)
+
+        def on_generate(st, limit, *values):
+            try:
+                st, fresh = current(st, *values)
+                for i in range(int(limit)):
+                    if st.session.finished:
+                        break
+                    st.session.step()
+                    st.query = None
+                    yield render(st, full=fresh and i == 0)
+            except USER_ERRORS as error:
+                gr.Warning(str(error))
+                yield {}
+
+        @user_errors
+        def on_undo(st):
+            st.session.undo()
+            st.query = None
+            return render(st)
+
+        @user_errors
+        def on_reset(st, *values):
+            st = new_session(st, *values)
+            return render(st, full=True)
+
+        @user_errors
+        def on_candidate(st, event: gr.SelectData):
+            top, _, replaces_last = views.candidates(st.session)
+            row = event.index[0] if isinstance(event.index, list | tuple) else event.index
+            if row >= len(top):
+                return {}
+            token = top[row].token_id
+            if replaces_last:
+                st.session.undo()
+            st.session.force(token)
+            st.query = None
+            return render(st)
+
+        @user_errors
+        def on_token_click(st, event: gr.SelectData):
+            st.query = int(event.index)
+            return {
+                strip: views.token_strip(st),
+                self_plot: views.self_attention_figure(st),
+                layers_plot: views.every_layer_figure(st),
+                **({cross_plot: views.cross_attention_figure(st)} if st.session.is_encoder_decoder else {}),
+            }
+
+        @user_errors
+        def on_layer_or_head(st, layer_value, head_value):
+            st.layer, st.head = int(layer_value), str(head_value)
+            out = {self_plot: views.self_attention_figure(st), heads: views.heads_gallery(st)}
+            if st.session.is_encoder_decoder:
+                out[cross_plot] = views.cross_attention_figure(st)
+                out[encoder_plot] = views.encoder_attention_figure(st)
+            return out
+
+        @user_errors
+        def on_head_thumbnail(st, event: gr.SelectData):
+            st.head = str(event.index)
+            out = {head: gr.Dropdown(value=st.head), self_plot: views.self_attention_figure(st)}
+            if st.session.is_encoder_decoder:
+                out[cross_plot] = views.cross_attention_figure(st)
+            return out
+
+        @user_errors
+        def on_cache_toggle(st, value):
+            st.session.set_use_cache(bool(value))
+            return {cache_info: views.cache_summary(st), status: views.status_line(st)}
+
+        @user_errors
+        def on_sampling(st, temp, k, p, seed_value):
+            from explorer.sampling import SamplingSettings
+
+            st.session.sampling = SamplingSettings(float(temp), int(k), float(p), int(seed_value or 0))
+            return {}
+
+        @user_errors
+        def on_compare(st, progress=gr.Progress()):
+            progress(0, desc="Rerunning with the cache on and off")
+            st.comparison = st.session.compare_cache_modes()
+            return {timing_plot: views.timing_figure(st), cache_info: views.cache_summary(st)}
+
+        # ------------------------------------------------------------ wiring
+        model_outputs = {model_info, text, chat, decoder_examples, translator_examples, model}
+        session_outputs = {layer, head, source, cross_tab, encoder_plot}
+        everything = {state, *step_views, *model_outputs, *session_outputs}
+        demo.load(on_load, [model, *settings], everything)
+        model.input(on_model_change, [model, state, *settings], everything)
+        custom_model.submit(on_custom_model, [custom_model, state, *settings], everything)
+        step_button.click(on_step, [state, *settings], everything, concurrency_limit=4)
+        generate_event = generate_button.click(on_generate, [state, max_new, *settings], everything)
+        stop_button.click(None, cancels=[generate_event])
+        undo_button.click(on_undo, [state], {state, *step_views})
+        reset_button.click(on_reset, [state, *settings], everything)
+        candidates.select(on_candidate, [state], {state, *step_views})
+        strip.select(on_token_click, [state], {strip, self_plot, layers_plot, cross_plot})
+        layer.release(on_layer_or_head, [state, layer, head], {self_plot, heads, cross_plot, encoder_plot})
+        head.input(on_layer_or_head, [state, layer, head], {self_plot, heads, cross_plot, encoder_plot})
+        heads.select(on_head_thumbnail, [state], {head, self_plot, cross_plot})
+        use_cache.input(on_cache_toggle, [state, use_cache], {cache_info, status})
+        for control in (temperature, top_k, top_p, seed):
+            control.change(on_sampling, [state, temperature, top_k, top_p, seed], set())
+        compare_button.click(on_compare, [state], {timing_plot, cache_info})
+    return demo
+
+
+def launch(**kwargs) -> None:
+    demo = build_demo()
+    demo.queue(default_concurrency_limit=2)
+    demo.launch(css=CSS, theme=gr.themes.Soft(), **kwargs)

@@ -1,0 +1,73 @@
+"""The models this server has loaded, shared by every user (weights are read-only).
+
+Sessions are per user; a model is loaded once per process and kept. Which models a user may
+name beyond the registry is the operator's choice: local folders only below the folders
+listed in ``DECODER_EXPLORER_MODEL_DIRS`` (separated by ``:``), Hub ids only when
+``DECODER_EXPLORER_ALLOW_HUB_IDS=1``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from explorer.loading import DEFAULT_MODEL, LoadedModel, ModelLoadError, list_models, load_model
+from explorer.loading.registry import HUB_ID, REGISTRY
+
+MODEL_DIRS_ENV = "DECODER_EXPLORER_MODEL_DIRS"
+ALLOW_HUB_ENV = "DECODER_EXPLORER_ALLOW_HUB_IDS"
+
+_loaded: dict[str, LoadedModel] = {}
+_lock = threading.Lock()
+
+
+def allowed_model_dirs() -> list[Path]:
+    raw = os.environ.get(MODEL_DIRS_ENV, "")
+    return [Path(p).expanduser().resolve() for p in raw.split(os.pathsep) if p.strip()]
+
+
+def custom_models_allowed() -> bool:
+    return bool(allowed_model_dirs()) or os.environ.get(ALLOW_HUB_ENV) == "1"
+
+
+def dropdown_choices() -> list[tuple[str, str]]:
+    """(label, name) pairs; models that cannot load now say why in their label."""
+    choices = []
+    for entry in list_models():
+        kind = "translator" if entry.is_encoder_decoder else "decoder-only"
+        where = "embedded" if entry.source == "embedded" else "Hub"
+        label = f"{entry.name} ({kind}, {where})"
+        if not entry.available:
+            label += " — unavailable"
+        choices.append((label, entry.name))
+    return choices
+
+
+def resolve_custom(text: str) -> str:
+    """Check a user-typed folder or Hub id against the operator's allow-list."""
+    text = text.strip()
+    if text in REGISTRY:
+        return text
+    for root in allowed_model_dirs():
+        candidate = (root / text).resolve() if not Path(text).is_absolute() else Path(text).resolve()
+        if candidate.is_relative_to(root) and candidate.is_dir():
+            return str(candidate)
+    if os.environ.get(ALLOW_HUB_ENV) == "1" and HUB_ID.match(text) and ".." not in text:
+        return text
+    raise ModelLoadError(
+        "That model is not offered here. Choose one from the list; local folders are accepted only "
+        f"inside the folders the operator allows ({MODEL_DIRS_ENV})."
+    )
+
+
+def get_model(name: str, progress: bool = True) -> LoadedModel:
+    """Load once per process; later calls return the same object."""
+    with _lock:
+        if name not in _loaded:
+            _loaded[name] = load_model(name, progress=progress)
+        return _loaded[name]
+
+
+def default_model_name() -> str:
+    return os.environ.get("DECODER_EXPLORER_MODEL", DEFAULT_MODEL)

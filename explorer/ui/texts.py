@@ -1,0 +1,38 @@
+"""The short explanations shown beside each view."""
+
+INTRO = """# Decoder Explorer
+Type a prompt, press **Step**, and watch a real transformer choose the next token: which
+earlier tokens every layer and head reads, how sure it is, and what the KV cache changes."""
+
+SELF_ATTENTION = """**Masked self-attention.** Row *i* is the token at position *i* asking "which
+earlier tokens matter to me?"; each row's weights sum to 1. The grey triangle is the
+**causal mask**: before the softmax, the scores of later tokens are set to −∞, so they get
+exactly zero weight. That is why generating one token at a time gives the same result as
+training on the whole text at once. Click a token in the strip to outline its row."""
+
+ALL_HEADS = """**Every head of this layer.** Heads in the same layer read different things:
+some look at the previous token, some at the first token, some at matching words. Click a
+head to open it above."""
+
+CROSS_ATTENTION = """**Cross-attention** is how the decoder reads the source sentence. Queries
+come from the target tokens written so far, keys and values from the encoder's output. Nothing
+is masked: the whole source is known before the first target token is written. Good
+translators show a rough diagonal, bending where the word order differs."""
+
+ENCODER_ATTENTION = """**Encoder self-attention** runs once per source sentence and is not masked:
+every source token may read every other, before and after it."""
+
+EVERY_LAYER = """**One token through the whole stack.** Each row is a layer, each column a token
+it can read; the colour is the head-averaged weight. Early layers often read nearby tokens,
+later ones reach further back."""
+
+KV_CACHE = """**Why the KV cache changes speed and not output.** A token's keys and values
+depend only on it and the tokens before it (the mask sees to that), so they never change
+once computed. With the cache on, a step computes them for the one new token and reuses the
+rest: the work per step grows linearly with the length. With the cache off, every step
+recomputes the whole sequence, so the time per step grows with the length too, and the total
+quadratically. The memory cost is 2 (keys and values) × layers × key/value heads × head size ×
+positions × 4 bytes. **Compare** reruns this generation both ways and checks the tokens."""
+
+CANDIDATES = """The distribution the last token was chosen from (✓), most probable first.
+Click another row to take that token instead: a branch. **Undo** goes back."""

@@ -1,0 +1,208 @@
+"""What each view shows, computed from one user's session (no Gradio event logic here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from explorer.session import CacheComparison, GenerationSession, TopToken
+from explorer.tokens import visible
+from explorer.viz import attention_heatmap, head_thumbnails, layer_profile_heatmap, timing_chart
+
+MEAN = "mean"
+BAR_WIDTH = 20
+
+
+@dataclass
+class ExplorerState:
+    """Everything one browser tab has chosen; lives in a gr.State."""
+
+    model_name: str
+    session: GenerationSession | None = None
+    layer: int = 0
+    head: str = MEAN  # "mean" or a head index as text
+    query: int | None = None  # the selected query position; None follows the newest token
+    comparison: CacheComparison | None = None
+
+    def query_position(self) -> int:
+        n = len(self.session.token_ids)
+        return n - 1 if self.query is None or self.query >= n else self.query
+
+
+def pick_head(attention: np.ndarray, head: str) -> np.ndarray:
+    """(heads, Q, K) -> (Q, K) for one head or the mean over heads."""
+    return attention.mean(axis=0) if head == MEAN else attention[int(head)]
+
+
+def head_label(head: str) -> str:
+    return "average of all heads" if head == MEAN else f"head {head}"
+
+
+# ---------------------------------------------------------------- token strip
+def token_strip(state: ExplorerState) -> list[tuple[str, str]]:
+    session = state.session
+    query = state.query_position()
+    forced = {s.position for s in session.steps if s.forced}
+    pieces = []
+    for i, text in enumerate(session.token_texts()):
+        if i == query:
+            kind = "query"
+        elif i < session.prompt_length:
+            kind = "prompt" if not session.is_encoder_decoder else "start"
+        else:
+            kind = "forced" if i in forced else "generated"
+        pieces.append((visible(text), kind))
+    return pieces
+
+
+STRIP_COLORS = {"prompt": "#dbe9f6", "start": "#eeeeee", "generated": "#c7e9c0", "forced": "#dadaeb",
+                "query": "#fdae6b"}  # fmt: skip
+
+
+def strip_colors(translator: bool) -> dict[str, str]:
+    """The legend: a translator's target starts with a start token, a prompt is the model's input."""
+    return {k: v for k, v in STRIP_COLORS.items() if k != ("prompt" if translator else "start")}
+
+
+def source_strip(session: GenerationSession) -> list[tuple[str, str]]:
+    return [(visible(t), "source") for t in session.source_texts()]
+
+
+# ---------------------------------------------------------------- candidates
+def candidates(session: GenerationSession) -> tuple[list[TopToken], int | None, bool]:
+    """(candidates, index of the chosen one or None, whether choosing one replaces the last token)."""
+    if session.steps:
+        last = session.steps[-1]
+        chosen = next((i for i, t in enumerate(last.top_k) if t.token_id == last.token_id), None)
+        return last.top_k, chosen, True
+    return session.top_candidates(), None, False
+
+
+def candidate_rows(session: GenerationSession) -> list[list[str]]:
+    top, chosen, _ = candidates(session)
+    rows = []
+    for i, t in enumerate(top):
+        bar = "█" * max(1, round(t.probability * BAR_WIDTH)) if t.probability >= 0.005 else "▏"
+        mark = "✓" if i == chosen else ""
+        rows.append([mark, visible(t.text), f"{t.probability:6.1%}", bar])
+    if chosen is None and session.steps:
+        last = session.steps[-1]
+        rows.append(["✓", visible(last.token_text), "forced", ""])
+    return rows
+
+
+# ---------------------------------------------------------------- attention figures
+def self_attention_figure(state: ExplorerState):
+    session = state.session
+    attention = session.self_attention(state.layer)  # (heads, T, T)
+    tokens = session.token_texts()
+    what = "Decoder self-attention" if session.is_encoder_decoder else "Causal self-attention"
+    return attention_heatmap(
+        pick_head(attention, state.head), tokens, tokens, causal=True,
+        title=f"{what}, layer {state.layer}, {head_label(state.head)}", selected_query=state.query_position(),
+    )  # fmt: skip
+
+
+def cross_attention_figure(state: ExplorerState):
+    session = state.session
+    attention = session.cross_attention(state.layer)  # (heads, T, S)
+    return attention_heatmap(
+        pick_head(attention, state.head), session.token_texts(), session.source_texts(), causal=False,
+        title=f"Cross-attention, layer {state.layer}, {head_label(state.head)}",
+        selected_query=state.query_position(), key_title="source tokens (encoder output)",
+        query_title="target tokens (decoder)",
+    )  # fmt: skip
+
+
+def encoder_attention_figure(state: ExplorerState):
+    session = state.session
+    layer = min(state.layer, session.config.n_encoder_layers - 1)
+    attention = session.encoder_attention(layer)  # (heads, S, S)
+    tokens = session.source_texts()
+    return attention_heatmap(
+        pick_head(attention, state.head), tokens, tokens, causal=False,
+        title=f"Encoder self-attention, layer {layer}, {head_label(state.head)}",
+    )  # fmt: skip
+
+
+def heads_gallery(state: ExplorerState) -> list[tuple[np.ndarray, str]]:
+    attention = state.session.self_attention(state.layer)
+    images = head_thumbnails(attention, causal=True)
+    return [(image, f"head {h}") for h, image in enumerate(images)]
+
+
+def every_layer_figure(state: ExplorerState):
+    session = state.session
+    position = state.query_position()
+    weights = session.query_attention(position).mean(axis=1)  # (layers, keys)
+    text = visible(session.token_texts()[position])
+    return layer_profile_heatmap(
+        weights, session.token_texts()[: position + 1],
+        title=f"What {position} {text!r} reads in every layer (average of heads)",
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------- cache and timing
+def timing_figure(state: ExplorerState):
+    session = state.session
+    comparison = state.comparison
+    if comparison is not None:
+        series = {
+            "cache on (rerun)": (comparison.positions, comparison.ms_cached),
+            "cache off (rerun)": (comparison.positions, comparison.ms_uncached),
+        }
+    else:
+        series = {}
+        for use_cache, name in ((True, "cache on"), (False, "cache off")):
+            points = [t for t in session.timings if t.use_cache is use_cache]
+            if points:
+                series[name] = ([t.position for t in points], [t.elapsed_ms for t in points])
+    return timing_chart(series)
+
+
+def cache_summary(state: ExplorerState) -> str:
+    session = state.session
+    c = session.config
+    n = len(session.token_ids)
+    if session.cache is None:
+        line = "**KV cache: off.** Every step recomputes all keys and values."
+    else:
+        mb = session.cache.self_attn_bytes / 1e6
+        line = (
+            f"**KV cache: on, {mb:.2f} MB** = 2 × {c.n_layers} layers × {c.n_kv_heads} key/value heads × "
+            f"{c.head_dim} dims × {n} positions × 4 bytes"
+        )
+        if session.cache.cross_attn_bytes:
+            line += f", plus {session.cache.cross_attn_bytes / 1e6:.2f} MB of cross-attention keys and values"
+        line += "."
+    comparison = state.comparison
+    if comparison is not None:
+        steps = len(comparison.tokens_cached)
+        if comparison.tokens_identical:
+            line += (
+                f"\n\n✓ **Checked:** with the cache on and off the model chose the same {steps} tokens; "
+                f"the largest logit difference was {comparison.max_logit_difference:.1e}."
+            )
+        else:
+            first = next(
+                i for i, (a, b) in enumerate(zip(comparison.tokens_cached, comparison.tokens_uncached, strict=False))
+                if a != b
+            )  # fmt: skip
+            line += f"\n\n✗ **The runs differ** from generated token {first} on (logit difference up to "
+            line += f"{comparison.max_logit_difference:.1e})."
+    return line
+
+
+def status_line(state: ExplorerState) -> str:
+    session = state.session
+    n_new = len(session.generated_ids)
+    parts = [f"**{state.model_name}**", f"{len(session.token_ids)} tokens ({n_new} generated)"]
+    if session.steps:
+        last = session.steps[-1]
+        parts.append(f"last step {last.elapsed_ms:.0f} ms with the cache {'on' if last.use_cache else 'off'}")
+    else:
+        parts.append(f"prompt read in {session.prefill_ms:.0f} ms")
+    if session.finished:
+        parts.append("the model ended the text")
+    return " · ".join(parts)

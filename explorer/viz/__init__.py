@@ -1,0 +1,7 @@
+"""Arrays and token strings -> figures. No torch, no gradio: testable on their own."""
+
+from .charts import timing_chart
+from .heatmap import attention_heatmap, layer_profile_heatmap
+from .thumbnails import head_thumbnails
+
+__all__ = ["attention_heatmap", "head_thumbnails", "layer_profile_heatmap", "timing_chart"]

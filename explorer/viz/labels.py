@@ -1,0 +1,22 @@
+"""Token text for axes and hovers."""
+
+from __future__ import annotations
+
+from explorer.tokens import visible
+
+MAX_TICK_CHARS = 12
+
+
+def short(text: str) -> str:
+    shown = visible(text)
+    return shown if len(shown) <= MAX_TICK_CHARS else shown[: MAX_TICK_CHARS - 1] + "…"
+
+
+def tick_labels(tokens: list[str]) -> list[str]:
+    """Short, whitespace-visible labels (spaces as ·, newlines as ⏎)."""
+    return [short(t) for t in tokens]
+
+
+def position_labels(tokens: list[str], offset: int = 0) -> list[str]:
+    """Unique axis labels "position token": a repeated token stays its own row or column."""
+    return [f"{i + offset} {short(t)}" for i, t in enumerate(tokens)]

@@ -1,0 +1,97 @@
+"""Reading what the page shows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+def tokens(page) -> list[str]:
+    return page.eval_on_selector_all("#token-strip .token .text", "els => els.map(e => e.textContent)")
+
+
+def wait_token_count(page, n: int) -> None:
+    page.wait_for_function("n => document.querySelectorAll('#token-strip .token').length === n", arg=n, timeout=120_000)
+
+
+def plot(page, elem_id: str) -> dict:
+    """Traces and title of the plotly figure inside a gr.Plot."""
+    return page.evaluate(
+        """id => {
+            const g = document.querySelector(`#${id} .js-plotly-plot`);
+            if (!g || !g.data) return null;
+            // plotly.py sends numpy arrays as {dtype, bdata (base64), shape}: decode to rows
+            const kinds = {f8: Float64Array, f4: Float32Array, i4: Int32Array, i2: Int16Array, i1: Int8Array,
+                           u4: Uint32Array, u2: Uint16Array, u1: Uint8Array};
+            const rows = z => {
+                if (!z) return [];
+                if (!z.bdata) return Array.from(z, r => Array.from(r));
+                const bin = atob(z.bdata);
+                const bytes = new Uint8Array(bin.length);
+                for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+                const flat = Array.from(new kinds[z.dtype](bytes.buffer));
+                const shape = typeof z.shape === 'string' ? z.shape.split(',').map(Number) : z.shape;
+                const out = [];
+                for (let r = 0; r < shape[0]; r++) out.push(flat.slice(r * shape[1], (r + 1) * shape[1]));
+                return out;
+            };
+            return {
+                title: g.layout.title && (g.layout.title.text || g.layout.title),
+                shapes: (g.layout.shapes || []).length,
+                background: g.layout.plot_bgcolor,
+                traces: g.data.map(d => ({
+                    name: d.name, x: d.x ? d.x.length : 0,
+                    rows: rows(d.z).length, cols: rows(d.z).length ? rows(d.z)[0].length : 0,
+                    nan: rows(d.z).flat().filter(v => v === null || Number.isNaN(v)).length,
+                    y: d.y ? Array.from(d.y) : [],
+                })),
+            };
+        }""",
+        elem_id,
+    )
+
+
+def wait_plot_title(page, elem_id: str, text: str) -> None:
+    page.wait_for_function(
+        """([id, text]) => { const g = document.querySelector(`#${id} .js-plotly-plot`);
+            const t = g && g.layout && g.layout.title; return t && (t.text || t).includes(text); }""",
+        arg=[elem_id, text],
+    )
+
+
+def wait_plot_rows(page, elem_id: str, n: int) -> None:
+    page.wait_for_function(
+        """([id, n]) => { const g = document.querySelector(`#${id} .js-plotly-plot`);
+            const z = g && g.data && g.data[0].z;
+            return z && (z.shape ? Number(String(z.shape).split(',')[0]) : z.length) === n; }""",
+        arg=[elem_id, n],
+    )
+
+
+def status(page) -> str:
+    return page.inner_text("#status")
+
+
+def idle(page) -> None:
+    """Wait until no Gradio event is pending."""
+    page.wait_for_function("() => !document.querySelector('.generating, .pending')", timeout=120_000)
+
+
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def type_prompt(page, text: str) -> None:
+    box = page.locator("#prompt textarea")
+    box.fill(text)
+
+
+def wait_strip_starts_with(page, text: str) -> None:
+    """Wait until the token strip spells ``text`` (spaces are shown as ·)."""
+    page.wait_for_function(
+        """t => Array.from(document.querySelectorAll('#token-strip .token .text'))
+                .map(e => e.textContent).join('').replace(/·/g, ' ').startsWith(t)""",
+        arg=text,
+    )

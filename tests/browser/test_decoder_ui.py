@@ -1,0 +1,182 @@
+"""End to end in Chromium with the embedded SmolLM2: what a person does, what the page shows."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.helpers import (  # fmt: skip
+    idle,
+    plot,
+    shot,
+    status,
+    tokens,
+    type_prompt,
+    wait_plot_rows,
+    wait_plot_title,
+    wait_strip_starts_with,
+    wait_token_count,
+)  # fmt: skip
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+PROMPT = "The cat sat on the mat. The dog sat on the"
+
+
+def step(page, expected_count: int) -> None:
+    page.click("#step")
+    wait_token_count(page, expected_count)
+    wait_plot_rows(page, "self-attention", expected_count)
+    idle(page)
+
+
+def check_heatmap(page, n: int) -> None:
+    """Rows and columns equal the token count; the future triangle is masked, nothing else."""
+    data = plot(page, "self-attention")
+    weights = data["traces"][0]
+    assert len(data["traces"]) == 1 and (weights["rows"], weights["cols"]) == (n, n)
+    assert weights["nan"] == n * (n - 1) // 2  # the future triangle holds no weights...
+    assert data["background"] == "#bdbdbd"  # ...and shows the grey background: masked, not zero
+    assert data["shapes"] == 1  # the selected query's row
+
+
+def test_step_undo_inspect_cache_force_generate(page):
+    type_prompt(page, PROMPT)
+    page.click("#step")  # a changed prompt starts a new session, then steps
+    wait_strip_starts_with(page, PROMPT)
+    idle(page)
+    n_prompt = len(tokens(page)) - 1
+    assert "".join(tokens(page)[:n_prompt]).replace("·", " ") == PROMPT
+    for i in range(2, 6):
+        step(page, n_prompt + i)
+    strip = tokens(page)
+    assert len(strip) == n_prompt + 5
+    check_heatmap(page, n_prompt + 5)
+    shot(page, "decoder-after-5-steps")
+
+    page.click("#undo")
+    wait_token_count(page, n_prompt + 4)
+    assert tokens(page) == strip[:-1]
+    check_heatmap(page, n_prompt + 4)
+
+    # Layer and head: the heatmap says which it shows.
+    layer_box = page.locator("#layer input[type=number]")
+    layer_box.fill("3")
+    layer_box.press("Enter")
+    page.locator("#layer input[type=range]").dispatch_event("pointerup")
+    wait_plot_title(page, "self-attention", "layer 3")
+    page.click("#head input")
+    page.click("[role=option][aria-label='head 2']")
+    wait_plot_title(page, "self-attention", "layer 3, head 2")
+    check_heatmap(page, n_prompt + 4)
+
+    # Click a token: it becomes the outlined query and "Every layer" follows it.
+    page.locator("#token-strip .token").nth(3).click()
+    page.wait_for_function(
+        "() => document.querySelectorAll('#token-strip .token')[3].style.backgroundColor.includes('253, 174, 107')"
+    )
+    page.click("button[role=tab]:has-text('Every layer')")
+    wait_plot_title(page, "every-layer", "What 3")
+    layers = plot(page, "every-layer")["traces"][0]
+    assert layers["rows"] == 30 and layers["cols"] == 4  # 30 layers, the 4 tokens query 3 can read
+    page.click("button[role=tab]:has-text('Self-attention')")
+
+    # The cache off: the next step recomputes everything and the status says so.
+    page.click("#kv-cache input[type=checkbox]")
+    idle(page)
+    step(page, n_prompt + 5)
+    assert "cache off" in status(page)
+    page.click("#kv-cache input[type=checkbox]")
+    idle(page)
+    step(page, n_prompt + 6)
+    assert "cache on" in status(page)
+    page.click("button[role=tab]:has-text('KV cache')")
+    timing = plot(page, "timing")
+    names = {t["name"]: t["x"] for t in timing["traces"]}
+    assert names == {"cache on": 5, "cache off": 1}
+    page.click("#compare")
+    page.wait_for_function("() => document.querySelector('#cache-info').innerText.includes('Checked')")
+    assert "same 6 tokens" in page.inner_text("#cache-info")
+    timing = plot(page, "timing")
+    assert [t["x"] for t in timing["traces"]] == [6, 6]
+    shot(page, "decoder-kv-cache")
+    page.click("button[role=tab]:has-text('Self-attention')")
+
+    # Force the third candidate: it replaces the last token.
+    before = tokens(page)
+    cell = page.locator("#candidates [data-testid=cell-2-1]")
+    candidate = cell.inner_text().strip()
+    cell.click()
+    page.wait_for_function(
+        """t => { const s = document.querySelectorAll('#token-strip .token .text');
+                  return s[s.length - 1].textContent === t; }""",
+        arg=candidate,
+    )
+    after = tokens(page)
+    assert after[:-1] == before[:-1] and after[-1] == candidate != before[-1]
+    assert "forced" in page.inner_text("#token-strip")
+    shot(page, "decoder-forced")
+
+
+def test_generate_to_the_end_with_the_chat_template(page):
+    type_prompt(page, "What is 2+2? Answer in one short sentence.")
+    page.click("#chat input[type=checkbox]")
+    page.click("#generate")
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('ended the text')")
+    idle(page)
+    strip = tokens(page)
+    assert strip[0] == "<|im_start|>" and strip[-1] == "<|im_end|>"
+    check_heatmap(page, len(strip))
+    shot(page, "decoder-generated")
+
+
+def test_phone_viewport_has_no_horizontal_scroll(browser, app_url):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    page.goto(app_url)
+    from tests.browser.conftest import wait_ready
+
+    wait_ready(page)
+    n = len(tokens(page))
+    page.locator("#step").tap()
+    wait_token_count(page, n + 1)
+    idle(page)
+    overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0
+    shot(page, "phone")
+    context.close()
+
+
+def test_two_tabs_keep_their_own_sessions(browser, app_url):
+    from tests.browser.conftest import wait_ready
+
+    pages = []
+    for prompt in ("Roses are red,", "def square(x):"):
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        page = context.new_page()
+        page.goto(app_url)
+        wait_ready(page)
+        type_prompt(page, prompt)
+        pages.append((page, prompt))
+    for page, prompt in pages:
+        page.click("#step")
+        wait_strip_starts_with(page, prompt)
+    for _ in range(2):
+        for page, _ in pages:
+            n = len(tokens(page))
+            page.click("#step")
+            wait_token_count(page, n + 1)
+    for page, prompt in pages:
+        idle(page)
+        text = "".join(tokens(page)).replace("·", " ")
+        assert text.startswith(prompt)
+        other = next(p for _, p in pages if p != prompt)
+        assert other not in text
+        page.context.close()
+
+
+def test_bad_input_warns_and_keeps_the_session(page):
+    before = tokens(page)
+    type_prompt(page, "   ")
+    page.click("#step")
+    page.wait_for_selector("text=The prompt is empty")
+    assert tokens(page) == before
