@@ -16,8 +16,12 @@ from pathlib import Path
 SPECIALS = ["</s>", "<unk>", "<pad>"]
 
 
-def build_marian_tokenizer(texts: Iterable[str], folder: Path, vocab_size: int) -> Path:
-    """Train a unigram SentencePiece model on ``texts`` and write a MarianTokenizer folder."""
+def build_marian_tokenizer(texts: Iterable[str], folder: Path, vocab_size: int, split_digits: bool = False) -> Path:
+    """Train a unigram SentencePiece model on ``texts`` and write a MarianTokenizer folder.
+
+    ``split_digits`` makes every digit its own piece, so that unseen numbers are spelled from
+    pieces the model has seen.
+    """
     import sentencepiece as spm
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -33,6 +37,7 @@ def build_marian_tokenizer(texts: Iterable[str], folder: Path, vocab_size: int) 
         eos_id=-1,
         pad_id=-1,
         hard_vocab_limit=False,
+        split_digits=split_digits,
         num_threads=1,
         minloglevel=2,
     )

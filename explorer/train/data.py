@@ -1,0 +1,198 @@
+"""English -> German pairs for numbers, dates, times and quantities, made by well-kept libraries.
+
+num2words and babel (CLDR) write both sides, so the German is the libraries' correct rendering
+and the English takes the forms people type. Each example carries its category and the value
+it renders; the split is by value (a hash of category and value), so that no test number or
+date is ever seen in training, in any of its forms.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import random
+from dataclasses import dataclass
+
+CATEGORIES = ("cardinal", "number", "ordinal", "year", "date", "time", "currency", "unit")
+SPLITS = {"train": 0.90, "validation": 0.05, "test": 0.05}
+UNITS = [
+    "length-kilometer", "length-meter", "length-centimeter", "length-mile", "mass-kilogram", "mass-gram",
+    "volume-liter", "duration-hour", "duration-minute", "duration-day", "temperature-celsius",
+]  # fmt: skip
+CURRENCIES = ["USD", "EUR", "GBP"]
+DATE_FORMATS = ["full", "long", "medium", "short", "MMMMd"]
+
+
+@dataclass(frozen=True)
+class Pair:
+    english: str
+    german: str
+    category: str
+    value: str  # what is rendered, e.g. "342" or "2021-03-03": the split key
+
+
+def _clean(text: str) -> str:
+    """CLDR uses narrow and non-breaking spaces; people type plain ones."""
+    return " ".join(text.replace("\u202f", " ").replace("\xa0", " ").split())
+
+
+def split_of(category: str, value: str) -> str:
+    digest = hashlib.sha1(f"{category}:{value}".encode()).digest()
+    u = int.from_bytes(digest[:8], "big") / 2**64
+    edge = 0.0
+    for name, share in SPLITS.items():
+        edge += share
+        if u < edge:
+            return name
+    return "train"
+
+
+def cardinals(rng: random.Random, n_values: int) -> list[Pair]:
+    from num2words import num2words
+
+    values = sorted(set(range(100)) | set(rng.sample(range(100, 10_000), n_values)))
+    pairs = []
+    for n in values:
+        german = num2words(n, lang="de")
+        english = num2words(n)
+        pairs.append(Pair(english, german, "cardinal", str(n)))
+        if " and " in english:  # "three hundred forty-two" is typed as often as "... and ..."
+            pairs.append(Pair(english.replace(" and ", " "), german, "cardinal", str(n)))
+    return pairs
+
+
+def numbers(rng: random.Random, n_values: int) -> list[Pair]:
+    """Digits: German groups thousands with '.' and writes the decimal comma."""
+    from babel.numbers import format_decimal
+
+    pairs = []
+    for _ in range(n_values):
+        if rng.random() < 0.7:
+            n = rng.choice([rng.randrange(10_000), rng.randrange(10_000_000)])
+        else:
+            n = round(rng.randrange(100_000) / rng.choice([10, 100]), 2)
+        german = _clean(format_decimal(n, locale="de_DE"))
+        english = _clean(format_decimal(n, locale="en_US"))
+        pairs.append(Pair(english, german, "number", str(n)))
+        if "," in english:
+            pairs.append(Pair(english.replace(",", ""), german, "number", str(n)))
+    return pairs
+
+
+def ordinals(rng: random.Random) -> list[Pair]:
+    from num2words import num2words
+
+    pairs = []
+    for n in range(1, 1000):
+        german_words = num2words(n, lang="de", to="ordinal")
+        pairs.append(Pair(num2words(n, to="ordinal"), german_words, "ordinal", str(n)))
+        pairs.append(Pair(num2words(n, to="ordinal_num"), f"{n}.", "ordinal", str(n)))
+    return pairs
+
+
+def years(rng: random.Random) -> list[Pair]:
+    from num2words import num2words
+
+    pairs = []
+    for y in range(1100, 2100):
+        pairs.append(Pair(num2words(y, to="year"), num2words(y, lang="de", to="year"), "year", str(y)))
+        if rng.random() < 0.3:
+            pairs.append(Pair(f"in {y}", f"im Jahr {y}", "year", str(y)))
+    return pairs
+
+
+def dates(rng: random.Random, n_values: int) -> list[Pair]:
+    from babel.dates import format_date, format_skeleton
+
+    start = dt.date(1900, 1, 1).toordinal()
+    end = dt.date(2099, 12, 31).toordinal()
+    pairs = []
+    for ordinal in rng.sample(range(start, end), n_values):
+        day = dt.date.fromordinal(ordinal)
+        for fmt in rng.sample(DATE_FORMATS, 2):
+            if fmt == "MMMMd":
+                en, de = format_skeleton(fmt, day, locale="en_US"), format_skeleton(fmt, day, locale="de_DE")
+            else:
+                en, de = format_date(day, fmt, locale="en_US"), format_date(day, fmt, locale="de_DE")
+            pairs.append(Pair(_clean(en), _clean(de), "date", day.isoformat()))
+    return pairs
+
+
+def times(rng: random.Random) -> list[Pair]:
+    from babel.dates import format_time
+
+    pairs = []
+    for minute in range(24 * 60):
+        t = dt.time(minute // 60, minute % 60)
+        german = _clean(format_time(t, "short", locale="de_DE"))
+        english = _clean(format_time(t, "short", locale="en_US"))
+        pairs.append(Pair(english, german, "time", t.isoformat()))
+        if rng.random() < 0.3:
+            pairs.append(Pair(f"at {english}", f"um {german}", "time", t.isoformat()))
+    return pairs
+
+
+def currencies(rng: random.Random, n_values: int) -> list[Pair]:
+    from babel.numbers import format_currency
+
+    pairs = []
+    for _ in range(n_values):
+        amount = rng.choice([rng.randrange(1, 1000), rng.randrange(1, 1_000_000) / 100])
+        code = rng.choice(CURRENCIES)
+        en = _clean(format_currency(amount, code, locale="en_US"))
+        de = _clean(format_currency(amount, code, locale="de_DE"))
+        pairs.append(Pair(en, de, "currency", f"{code} {amount}"))
+    return pairs
+
+
+def units(rng: random.Random, n_values: int) -> list[Pair]:
+    from babel.units import format_unit
+
+    pairs = []
+    for _ in range(n_values):
+        value = rng.choice([1, rng.randrange(2, 1000), rng.randrange(1, 10_000) / 10])
+        unit = rng.choice(UNITS)
+        en = _clean(format_unit(value, unit, locale="en_US", length="long"))
+        de = _clean(format_unit(value, unit, locale="de_DE", length="long"))
+        pairs.append(Pair(en, de, "unit", f"{unit} {value}"))
+    return pairs
+
+
+def typed_variants(pair: Pair, rng: random.Random) -> list[Pair]:
+    """How people type: a capital first letter, all capitals, a final period."""
+    out = []
+    english = pair.english
+    if rng.random() < 0.25:
+        out.append(Pair(english[:1].upper() + english[1:], pair.german, pair.category, pair.value))
+    if rng.random() < 0.05:
+        out.append(Pair(english.upper(), pair.german, pair.category, pair.value))
+    if rng.random() < 0.15:
+        out.append(Pair(english + ".", pair.german + ".", pair.category, pair.value))
+    return out
+
+
+def build_dataset(seed: int = 0, scale: float = 1.0) -> dict[str, list[Pair]]:
+    """All pairs, deduplicated, split by value. ``scale`` shrinks it (tests use a tiny one)."""
+    rng = random.Random(seed)
+
+    def size(n: int) -> int:
+        return max(5, int(n * scale))
+
+    every = (
+        cardinals(rng, size(6000)) + numbers(rng, size(5000)) + ordinals(rng) + years(rng)
+        + dates(rng, size(9000)) + times(rng) + currencies(rng, size(5000)) + units(rng, size(6000))
+    )  # fmt: skip
+    if scale < 1:
+        every = rng.sample(every, max(len(CATEGORIES) * 10, int(len(every) * scale)))
+    splits: dict[str, list[Pair]] = {name: [] for name in SPLITS}
+    seen: set[str] = set()
+    for pair in every:
+        split = split_of(pair.category, pair.value)
+        candidates = [pair] + (typed_variants(pair, rng) if split == "train" else [])
+        for p in candidates:
+            if p.english not in seen:  # one German rendering per English text
+                seen.add(p.english)
+                splits[split].append(p)
+    for pairs in splits.values():
+        rng.shuffle(pairs)
+    return splits

