@@ -44,11 +44,7 @@ def tiny_gpt2(folder: Path, seed: int = 0) -> Path:
         vocab_size=len(tokenizer), n_positions=128, n_embd=64, n_layer=3, n_head=4,
         bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
     )  # fmt: skip
-    model = GPT2LMHeadModel(config).eval()
-    _randomise_norms(model, seed)
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return _save(GPT2LMHeadModel(config), tokenizer, folder, seed)
 
 
 def tiny_llama(folder: Path, seed: int = 0) -> Path:
@@ -61,11 +57,7 @@ def tiny_llama(folder: Path, seed: int = 0) -> Path:
         num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=256, rope_theta=10000.0,
         tie_word_embeddings=True, bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
     )  # fmt: skip
-    model = LlamaForCausalLM(config).eval()
-    _randomise_norms(model, seed)
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return _save(LlamaForCausalLM(config), tokenizer, folder, seed)
 
 
 def tiny_marian(folder: Path, seed: int = 0, never_end: bool = True) -> Path:
@@ -91,6 +83,13 @@ def tiny_marian(folder: Path, seed: int = 0, never_end: bool = True) -> Path:
         model.final_logits_bias.normal_(0, 0.5)
         if never_end:
             model.final_logits_bias[0, tokenizer.eos_token_id] = -100.0
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _save(model: torch.nn.Module, tokenizer, folder: Path, seed: int) -> Path:
+    _randomise_norms(model.eval(), seed)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder

@@ -201,9 +201,16 @@ def build_demo() -> gr.Blocks:
             head_value = st.head if st.head == MEAN or int(st.head) < loaded.config.n_heads else MEAN
             return ExplorerState(st.model_name, session, layer=layer_index, head=head_value)
 
+        def require(st: ExplorerState | None) -> ExplorerState:
+            if st is None or st.session is None:
+                raise InputError("No model is loaded yet: choose one from the Model list.")
+            return st
+
         def current(st, text_value, chat_value, cache_value, temp, k, p, seed_value) -> tuple[ExplorerState, bool]:
             """The user's session, started anew when the text or the chat setting changed."""
-            session = st.session if st is not None else None
+            if st is None:
+                raise InputError("No model is loaded yet: choose one from the Model list.")
+            session = st.session
             if (
                 session is None
                 or session.text != text_value
@@ -264,6 +271,7 @@ def build_demo() -> gr.Blocks:
 
         @user_errors
         def on_undo(st):
+            st = require(st)
             st.session.undo()
             st.query = None
             return render(st)
@@ -275,6 +283,7 @@ def build_demo() -> gr.Blocks:
 
         @user_errors
         def on_candidate(st, event: gr.SelectData):
+            st = require(st)
             top, _, replaces_last = views.candidates(st.session)
             row = event.index[0] if isinstance(event.index, list | tuple) else event.index
             if row >= len(top):
@@ -288,6 +297,7 @@ def build_demo() -> gr.Blocks:
 
         @user_errors
         def on_token_click(st, event: gr.SelectData):
+            st = require(st)
             st.query = int(event.index)
             return {
                 strip: views.token_strip(st),
@@ -298,6 +308,7 @@ def build_demo() -> gr.Blocks:
 
         @user_errors
         def on_layer_or_head(st, layer_value, head_value):
+            st = require(st)
             st.layer, st.head = int(layer_value), str(head_value)
             out = {self_plot: views.self_attention_figure(st), heads: views.heads_gallery(st)}
             if st.session.is_encoder_decoder:
@@ -307,6 +318,7 @@ def build_demo() -> gr.Blocks:
 
         @user_errors
         def on_head_thumbnail(st, event: gr.SelectData):
+            st = require(st)
             st.head = str(event.index)
             out = {head: gr.Dropdown(value=st.head), self_plot: views.self_attention_figure(st)}
             if st.session.is_encoder_decoder:
@@ -315,11 +327,13 @@ def build_demo() -> gr.Blocks:
 
         @user_errors
         def on_cache_toggle(st, value):
+            st = require(st)
             st.session.set_use_cache(bool(value))
             return {cache_info: views.cache_summary(st), status: views.status_line(st)}
 
         @user_errors
         def on_sampling(st, temp, k, p, seed_value):
+            st = require(st)
             from explorer.sampling import SamplingSettings
 
             st.session.sampling = SamplingSettings(float(temp), int(k), float(p), int(seed_value or 0))
@@ -327,6 +341,7 @@ def build_demo() -> gr.Blocks:
 
         @user_errors
         def on_compare(st, progress=gr.Progress()):
+            st = require(st)
             progress(0, desc="Rerunning with the cache on and off")
             st.comparison = st.session.compare_cache_modes()
             return {timing_plot: views.timing_figure(st), cache_info: views.cache_summary(st)}

@@ -180,3 +180,18 @@ def test_bad_input_warns_and_keeps_the_session(page):
     page.click("#step")
     page.wait_for_selector("text=The prompt is empty")
     assert tokens(page) == before
+
+
+def test_generate_streams_and_stops(page):
+    type_prompt(page, "Once upon a time, in a small village,")
+    page.click("#generate")
+    wait_strip_starts_with(page, "Once upon a time, in a small village,")
+    n_prompt = 10  # SmolLM2 tokens of the prompt
+    page.wait_for_function(  # streamed: the strip grows step by step
+        "n => document.querySelectorAll('#token-strip .token').length >= n", arg=n_prompt + 3
+    )
+    page.click("#stop")
+    idle(page)
+    stopped = len(tokens(page))
+    page.wait_for_timeout(1500)
+    assert len(tokens(page)) == stopped < n_prompt + 40  # stopped well before the limit

@@ -1,0 +1,58 @@
+"""End to end in Chromium with the embedded translator: cross-attention on screen."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.helpers import idle, plot, shot, tokens, type_prompt, wait_plot_title, wait_token_count
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def choose_model(page, name: str) -> None:
+    page.click("#model input")
+    page.click(f"[role=option][aria-label*='{name}']")
+
+
+def test_translate_and_see_cross_attention(page):
+    choose_model(page, "en-de-numbers")
+    page.wait_for_selector("#source-strip .token")
+    assert page.locator("#prompt label").inner_text().startswith("Source sentence")
+    type_prompt(page, "twenty-one")
+    page.click("#step")
+    wait_token_count(page, 2)  # the start token and the first German piece
+    idle(page)
+    source = page.eval_on_selector_all("#source-strip .token .text", "els => els.map(e => e.textContent)")
+    for n in range(3, 6):
+        page.click("#step")
+        wait_token_count(page, n)
+        idle(page)
+    strip = tokens(page)
+    page.click("#undo")
+    wait_token_count(page, 4)
+    idle(page)
+
+    page.click("button[role=tab]:has-text('Cross-attention')")
+    wait_plot_title(page, "cross-attention", "Cross-attention, layer 0")
+    cross = plot(page, "cross-attention")
+    weights = cross["traces"][0]
+    assert (weights["rows"], weights["cols"]) == (4, len(source))  # target tokens × source tokens
+    assert weights["nan"] == 0  # nothing is masked in cross-attention
+    encoder = plot(page, "encoder-attention")["traces"][0]
+    assert (encoder["rows"], encoder["cols"]) == (len(source), len(source))
+    shot(page, "translator-cross-attention")
+
+    page.click("#generate")
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('ended the text')")
+    idle(page)
+    final = tokens(page)
+    assert final[:3] == strip[:3] and final[-1] == "</s>"
+    assert "".join(final[1:-1]).replace("·", " ").strip() == "einundzwanzig"
+    shot(page, "translator-generated")
+
+
+def test_unavailable_model_keeps_the_previous_one(page):
+    before = tokens(page)
+    choose_model(page, "gpt2")
+    page.wait_for_selector("text=needs the network")
+    assert tokens(page) == before

@@ -1,0 +1,82 @@
+"""The embedded translator in assets/: loads offline, matches transformers, translates."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+
+import explorer
+from explorer.loading import TRANSLATOR_MODEL
+from explorer.loading.registry import ASSETS
+from explorer.train.data import build_dataset
+
+FOLDER = ASSETS / TRANSLATOR_MODEL
+
+
+@pytest.fixture(scope="module")
+def translator():
+    return explorer.load_model(TRANSLATOR_MODEL)
+
+
+def translate(loaded, text: str, use_cache: bool) -> str:
+    session = explorer.GenerationSession(loaded, text, use_cache=use_cache)
+    while not session.finished and len(session.token_ids) < 64:
+        session.step()
+    return session.generated_text()
+
+
+def test_listed_as_the_embedded_translator():
+    entry = next(e for e in explorer.list_models() if e.name == TRANSLATOR_MODEL)
+    assert entry.available and entry.is_encoder_decoder and entry.source == "embedded"
+    assert "numbers" in entry.description
+
+
+def test_small_enough_to_ship():
+    assert (FOLDER / "model.safetensors").stat().st_size <= 20 * 1024 * 1024
+    config = json.loads((FOLDER / "config.json").read_text())
+    assert config["decoder_attention_heads"] >= 4
+
+
+def test_matches_transformers(translator):
+    from transformers import MarianMTModel, MarianTokenizer
+
+    reference = MarianMTModel.from_pretrained(FOLDER, attn_implementation="eager").eval()
+    tokenizer = MarianTokenizer.from_pretrained(FOLDER)
+    src = torch.tensor([tokenizer("Wednesday, March 3, 2021")["input_ids"]])
+    tgt = torch.tensor([[translator.config.decoder_start_token_id, *tokenizer(text_target="Mittwoch")["input_ids"]]])
+    with torch.no_grad():
+        expected = reference(input_ids=src, decoder_input_ids=tgt).logits
+        memory, _ = translator.model.encode(src)
+        ours = translator.model(tgt, memory).logits
+    assert (ours - expected).abs().max() <= 1e-4
+
+
+def test_held_out_sample_translates_with_the_cache_on_and_off(translator):
+    test = build_dataset(seed=0)["test"]
+    rng = random.Random(1)
+    by_category = {}
+    for pair in test:
+        by_category.setdefault(pair.category, []).append(pair)
+    sample = [p for pairs in by_category.values() for p in rng.sample(pairs, min(3, len(pairs)))]
+    correct = 0
+    for pair in sample:
+        cached = translate(translator, pair.english, use_cache=True)
+        assert translate(translator, pair.english, use_cache=False) == cached
+        correct += cached == pair.german
+    assert correct >= 0.9 * len(sample)
+
+
+@pytest.mark.parametrize(
+    ("typed", "german"),
+    [("  twenty-one  ", "einundzwanzig"), ("Twenty-One", "einundzwanzig"), ("twenty-one.", "einundzwanzig.")],
+)
+def test_robust_to_how_people_type(translator, typed, german):
+    assert translate(translator, typed, use_cache=True) == german
+
+
+def test_out_of_domain_does_not_crash(translator):
+    text = translate(translator, "I like cats", use_cache=True)
+    assert isinstance(text, str)
