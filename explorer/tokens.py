@@ -15,6 +15,11 @@ CONTEXT = 6  # tokens of left context; enough to complete any UTF-8 character
 def continuation_texts(tokenizer, context: list[int], candidates: list[int]) -> list[str]:
     """The text each candidate token would add after ``context`` (one batched decode)."""
     special = _special_ids(tokenizer)
+    if _is_sentencepiece(tokenizer):
+        # A SentencePiece piece is its own text, "▁" marking a space; decoding would move
+        # spaces between pieces (a lone "▁" decodes to nothing at the end of a text).
+        pieces = tokenizer.convert_ids_to_tokens(list(candidates))
+        return [p if c in special else p.replace("▁", " ") for c, p in zip(candidates, pieces, strict=True)]
     window = context[-CONTEXT:]
     while window and window[0] in special:
         window = window[1:]
@@ -48,6 +53,11 @@ def visible(text: str) -> str:
     if text == "":
         return "∅"
     return text.replace(" ", "·").replace("\n", "⏎").replace("\t", "⇥").replace("\r", "␍")
+
+
+def _is_sentencepiece(tokenizer) -> bool:
+    """Marian's slow tokenizer keeps its SentencePiece models; their pieces are plain text."""
+    return hasattr(tokenizer, "spm_source") or hasattr(tokenizer, "sp_model")
 
 
 def _special_ids(tokenizer) -> set[int]:

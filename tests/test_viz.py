@@ -59,3 +59,8 @@ def test_layer_profile_and_timing():
     chart = timing_chart({"cache on": ([5, 6], [10.0, 11.0]), "cache off": ([5, 6], [20.0, 30.0])})
     assert [t.name for t in chart.data] == ["cache on", "cache off"]
     assert list(chart.data[1].y) == [20.0, 30.0]
+
+
+def test_special_tokens_survive_plotly_html():
+    fig = attention_heatmap(np.eye(2), ["<pad>", "</s>"], ["a", "b"], causal=False, title="t")
+    assert list(fig.data[0].y) == ["0 &lt;pad&gt;", "1 &lt;/s&gt;"]

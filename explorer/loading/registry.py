@@ -100,7 +100,8 @@ REGISTRY: dict[str, _Spec] = {
     ),
     TRANSLATOR_MODEL: _Spec(
         "A small English-to-German translator for numbers, dates, times and quantities, trained for "
-        "this explorer (Marian architecture). Embedded, offline.",
+        "this explorer (Marian architecture, 3+3 layers, 4 heads). It knows nothing else, and makes "
+        "mistakes even there: its model card in assets/en-de-numbers gives its accuracy. Embedded, offline.",
         True,
         "embedded",
         lambda: _translator_folder() and None,

@@ -25,7 +25,14 @@ DECODER_EXAMPLES = [
     "The cat sat on the mat. The dog sat on the",
     "What is the boiling point of water?",
 ]
-TRANSLATOR_EXAMPLES = ["twenty-one", "Wednesday, March 3, 2021", "342 kilometers", "It is 7:30 PM."]
+TRANSLATOR_EXAMPLES = [
+    "Wednesday, March 3, 2021",
+    "three hundred and forty-two",
+    "fifty-four",
+    "$12.50",
+    "1,234,567",
+    "342 kilometers",
+]
 CSS = """
 #token-strip .textfield { line-height: 2.1; }
 #candidates table { font-family: ui-monospace, monospace; }
@@ -242,7 +249,8 @@ def build_demo() -> gr.Blocks:
                 text_value = TRANSLATOR_EXAMPLES[0] if loaded.is_encoder_decoder else DECODER_EXAMPLES[0]
             fresh = ExplorerState(model_name, layer=st.layer if st else 0)
             st = new_session(fresh, text_value, *values[1:])
-            return {**model_views(loaded), text: gr.Textbox(value=text_value), **render(st, full=True)}
+            label = "Source sentence" if loaded.is_encoder_decoder else "Prompt"
+            return {**model_views(loaded), text: gr.Textbox(value=text_value, label=label), **render(st, full=True)}
 
         @user_errors
         def on_custom_model(name, st, *values):
@@ -259,8 +267,9 @@ def build_demo() -> gr.Blocks:
         def on_generate(st, limit, *values):
             try:
                 st, fresh = current(st, *values)
+                st.stop_requested = False
                 for i in range(int(limit)):
-                    if st.session.finished:
+                    if st.session.finished or st.stop_requested:
                         break
                     st.session.step()
                     st.query = None
@@ -268,6 +277,10 @@ def build_demo() -> gr.Blocks:
             except USER_ERRORS as error:
                 gr.Warning(str(error))
                 yield {}
+
+        def on_stop(st):
+            if st is not None:
+                st.stop_requested = True  # the running Generate ends after its current step
 
         @user_errors
         def on_undo(st):
@@ -355,7 +368,7 @@ def build_demo() -> gr.Blocks:
         custom_model.submit(on_custom_model, [custom_model, state, *settings], everything)
         step_button.click(on_step, [state, *settings], everything, concurrency_limit=4)
         generate_event = generate_button.click(on_generate, [state, max_new, *settings], everything)
-        stop_button.click(None, cancels=[generate_event])
+        stop_button.click(on_stop, [state], None, queue=False, cancels=[generate_event])
         undo_button.click(on_undo, [state], {state, *step_views})
         reset_button.click(on_reset, [state, *settings], everything)
         candidates.select(on_candidate, [state], {state, *step_views})

@@ -9,7 +9,9 @@ MAX_TICK_CHARS = 12
 
 def short(text: str) -> str:
     shown = visible(text)
-    return shown if len(shown) <= MAX_TICK_CHARS else shown[: MAX_TICK_CHARS - 1] + "…"
+    shown = shown if len(shown) <= MAX_TICK_CHARS else shown[: MAX_TICK_CHARS - 1] + "…"
+    # Plotly reads labels as a little HTML: "</s>" would vanish as a closing tag.
+    return shown.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def tick_labels(tokens: list[str]) -> list[str]:
