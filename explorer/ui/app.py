@@ -85,7 +85,9 @@ def build_demo() -> gr.Blocks:
                 with gr.Row():
                     undo_button = gr.Button("Undo", elem_id="undo", min_width=70)
                     reset_button = gr.Button("Reset", elem_id="reset", min_width=70)
-                max_new = gr.Slider(1, 256, value=40, step=1, label="Generate at most this many tokens")
+                max_new = gr.Slider(
+                    1, 256, value=40, step=1, label="Generate at most this many tokens", elem_id="max-new"
+                )
                 use_cache = gr.Checkbox(label="KV cache", value=True, elem_id="kv-cache")
                 with gr.Accordion("Sampling", open=False):
                     temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
@@ -111,7 +113,7 @@ def build_demo() -> gr.Blocks:
             layer = gr.Slider(0, 1, value=0, step=1, label="Layer", elem_id="layer")
             head = gr.Dropdown(choices=[("average of all heads", MEAN)], value=MEAN, label="Head", elem_id="head")
         with gr.Tabs():
-            with gr.Tab("Self-attention", elem_id="tab-self"):
+            with gr.Tab("Self-attention", elem_id="tab-self") as self_tab:
                 with gr.Row(equal_height=False):
                     with gr.Column(scale=3, min_width=300):
                         self_plot = gr.Plot(label="Self-attention heatmap", elem_id="self-attention")
@@ -133,10 +135,10 @@ def build_demo() -> gr.Blocks:
                         encoder_plot = gr.Plot(label="Encoder self-attention", elem_id="encoder-attention")
                     with gr.Column(scale=1, min_width=240):
                         gr.Markdown(texts.ENCODER_ATTENTION, elem_classes="explain")
-            with gr.Tab("Every layer", elem_id="tab-layers"):
+            with gr.Tab("Every layer", elem_id="tab-layers") as layers_tab:
                 gr.Markdown(texts.EVERY_LAYER, elem_classes="explain")
                 layers_plot = gr.Plot(label="The selected token in every layer", elem_id="every-layer")
-            with gr.Tab("KV cache", elem_id="tab-cache"), gr.Row(equal_height=False):
+            with gr.Tab("KV cache", elem_id="tab-cache") as cache_tab, gr.Row(equal_height=False):
                 with gr.Column(scale=3, min_width=300):
                     timing_plot = gr.Plot(label="Milliseconds per step", elem_id="timing")
                     compare_button = gr.Button("Compare cache on and off", elem_id="compare")
@@ -145,27 +147,36 @@ def build_demo() -> gr.Blocks:
                     gr.Markdown(texts.KV_CACHE, elem_classes="explain")
 
         # ------------------------------------------------------------ rendering
-        step_views = [status, strip, candidates, self_plot, heads, layers_plot, timing_plot, cache_info, cross_plot]
+        figures = {self_plot, heads, cross_plot, encoder_plot, layers_plot, timing_plot}
+        step_views = {status, strip, candidates, cache_info, *figures}
 
         def render(st: ExplorerState, *, full: bool = False) -> dict:
-            """Every view that a step changes (``full`` adds what only a new session changes)."""
+            """What a step changes: the text views, and the figures of the open tab only
+            (``full`` adds what only a new session changes)."""
             session = st.session
             out = {
                 state: st,
                 status: views.status_line(st),
                 strip: views.token_strip(st),
                 candidates: views.candidate_rows(session),
-                self_plot: views.self_attention_figure(st),
-                heads: views.heads_gallery(st),
-                layers_plot: views.every_layer_figure(st),
-                timing_plot: views.timing_figure(st),
                 cache_info: views.cache_summary(st),
+                **tab_views(st),
             }
-            if session.is_encoder_decoder:
-                out[cross_plot] = views.cross_attention_figure(st)
             if full:
                 out.update(session_views(st))
             return out
+
+        def tab_views(st: ExplorerState) -> dict:
+            """The figures of the open tab; the others are built when their tab is opened."""
+            if st.tab == "self":
+                return {self_plot: views.self_attention_figure(st), heads: views.heads_gallery(st)}
+            if st.tab == "cross" and st.session.is_encoder_decoder:
+                return {cross_plot: views.cross_attention_figure(st), encoder_plot: views.encoder_attention_figure(st)}
+            if st.tab == "layers":
+                return {layers_plot: views.every_layer_figure(st)}
+            if st.tab == "cache":
+                return {timing_plot: views.timing_figure(st)}
+            return {}
 
         def session_views(st: ExplorerState) -> dict:
             session = st.session
@@ -182,8 +193,6 @@ def build_demo() -> gr.Blocks:
                 ),
                 cross_tab: gr.Tab(visible=translator),
             }
-            if translator:
-                out[encoder_plot] = views.encoder_attention_figure(st)
             return out
 
         def model_views(loaded) -> dict:
@@ -312,31 +321,19 @@ def build_demo() -> gr.Blocks:
         def on_token_click(st, event: gr.SelectData):
             st = require(st)
             st.query = int(event.index)
-            return {
-                strip: views.token_strip(st),
-                self_plot: views.self_attention_figure(st),
-                layers_plot: views.every_layer_figure(st),
-                **({cross_plot: views.cross_attention_figure(st)} if st.session.is_encoder_decoder else {}),
-            }
+            return {strip: views.token_strip(st), **tab_views(st)}
 
         @user_errors
         def on_layer_or_head(st, layer_value, head_value):
             st = require(st)
             st.layer, st.head = int(layer_value), str(head_value)
-            out = {self_plot: views.self_attention_figure(st), heads: views.heads_gallery(st)}
-            if st.session.is_encoder_decoder:
-                out[cross_plot] = views.cross_attention_figure(st)
-                out[encoder_plot] = views.encoder_attention_figure(st)
-            return out
+            return tab_views(st)
 
         @user_errors
         def on_head_thumbnail(st, event: gr.SelectData):
             st = require(st)
             st.head = str(event.index)
-            out = {head: gr.Dropdown(value=st.head), self_plot: views.self_attention_figure(st)}
-            if st.session.is_encoder_decoder:
-                out[cross_plot] = views.cross_attention_figure(st)
-            return out
+            return {head: gr.Dropdown(value=st.head), self_plot: views.self_attention_figure(st)}
 
         @user_errors
         def on_cache_toggle(st, value):
@@ -359,9 +356,18 @@ def build_demo() -> gr.Blocks:
             st.comparison = st.session.compare_cache_modes()
             return {timing_plot: views.timing_figure(st), cache_info: views.cache_summary(st)}
 
+        def opener(name: str):
+            @user_errors
+            def on_tab(st):
+                st = require(st)
+                st.tab = name
+                return tab_views(st)
+
+            return on_tab
+
         # ------------------------------------------------------------ wiring
         model_outputs = {model_info, text, chat, decoder_examples, translator_examples, model}
-        session_outputs = {layer, head, source, cross_tab, encoder_plot}
+        session_outputs = {layer, head, source, cross_tab}
         everything = {state, *step_views, *model_outputs, *session_outputs}
         demo.load(on_load, [model, *settings], everything)
         model.input(on_model_change, [model, state, *settings], everything)
@@ -372,14 +378,16 @@ def build_demo() -> gr.Blocks:
         undo_button.click(on_undo, [state], {state, *step_views})
         reset_button.click(on_reset, [state, *settings], everything)
         candidates.select(on_candidate, [state], {state, *step_views})
-        strip.select(on_token_click, [state], {strip, self_plot, layers_plot, cross_plot})
-        layer.release(on_layer_or_head, [state, layer, head], {self_plot, heads, cross_plot, encoder_plot})
-        head.input(on_layer_or_head, [state, layer, head], {self_plot, heads, cross_plot, encoder_plot})
+        strip.select(on_token_click, [state], {strip, *figures})
+        layer.release(on_layer_or_head, [state, layer, head], figures)
+        head.input(on_layer_or_head, [state, layer, head], figures)
         heads.select(on_head_thumbnail, [state], {head, self_plot, cross_plot})
         use_cache.input(on_cache_toggle, [state, use_cache], {cache_info, status})
         for control in (temperature, top_k, top_p, seed):
             control.change(on_sampling, [state, temperature, top_k, top_p, seed], set())
         compare_button.click(on_compare, [state], {timing_plot, cache_info})
+        for tab, name in ((self_tab, "self"), (cross_tab, "cross"), (layers_tab, "layers"), (cache_tab, "cache")):
+            tab.select(opener(name), [state], figures)
     return demo
 
 

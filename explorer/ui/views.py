@@ -25,6 +25,7 @@ class ExplorerState:
     query: int | None = None  # the selected query position; None follows the newest token
     comparison: CacheComparison | None = None
     stop_requested: bool = False  # set by Stop, read by a running Generate between steps
+    tab: str = "self"  # the open tab: only its figures are built and sent
 
     def query_position(self) -> int:
         n = len(self.session.token_ids)
