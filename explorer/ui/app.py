@@ -337,13 +337,15 @@ def build_demo() -> gr.Blocks:
 
         @user_errors
         def on_cache_toggle(st, value):
-            st = require(st)
+            if st is None or st.session is None:
+                return {}  # the next session reads the checkbox
             st.session.set_use_cache(bool(value))
             return {cache_info: views.cache_summary(st), status: views.status_line(st)}
 
         @user_errors
         def on_sampling(st, temp, k, p, seed_value):
-            st = require(st)
+            if st is None or st.session is None:
+                return {}  # the next session reads these settings
             from explorer.sampling import SamplingSettings
 
             st.session.sampling = SamplingSettings(float(temp), int(k), float(p), int(seed_value or 0))
@@ -359,7 +361,8 @@ def build_demo() -> gr.Blocks:
         def opener(name: str):
             @user_errors
             def on_tab(st):
-                st = require(st)
+                if st is None or st.session is None:
+                    return {}  # the page is still loading its first model
                 st.tab = name
                 return tab_views(st)
 
