@@ -41,6 +41,9 @@ CSS = """
 """
 
 
+stop_requests: set[str] = set()  # browser sessions whose running Generate should end
+
+
 def user_errors(handler: Callable) -> Callable:
     """Show a user's mistake as a warning and change nothing on the page."""
 
@@ -50,7 +53,7 @@ def user_errors(handler: Callable) -> Callable:
             return handler(*args, **kwargs)
         except USER_ERRORS as error:
             gr.Warning(str(error))
-            return {}
+            return gr.skip()
 
     return wrapper
 
@@ -176,7 +179,7 @@ def build_demo() -> gr.Blocks:
                 return {layers_plot: views.every_layer_figure(st)}
             if st.tab == "cache":
                 return {timing_plot: views.timing_figure(st)}
-            return {}
+            return gr.skip()
 
         def session_views(st: ExplorerState) -> dict:
             session = st.session
@@ -273,23 +276,24 @@ def build_demo() -> gr.Blocks:
             st.query = None
             return render(st, full=fresh)
 
-        def on_generate(st, limit, *values):
+        def on_generate(request: gr.Request, st, limit, *values):
             try:
                 st, fresh = current(st, *values)
-                st.stop_requested = False
+                stop_requests.discard(request.session_hash)
                 for i in range(int(limit)):
-                    if st.session.finished or st.stop_requested:
+                    if st.session.finished or request.session_hash in stop_requests:
                         break
                     st.session.step()
                     st.query = None
                     yield render(st, full=fresh and i == 0)
             except USER_ERRORS as error:
                 gr.Warning(str(error))
-                yield {}
+                yield gr.skip()
 
-        def on_stop(st):
-            if st is not None:
-                st.stop_requested = True  # the running Generate ends after its current step
+        def on_stop(request: gr.Request):
+            # Keyed by the browser tab, not the state object: a running Generate may hold a
+            # session that the stored state does not have yet.
+            stop_requests.add(request.session_hash)
 
         @user_errors
         def on_undo(st):
@@ -309,7 +313,7 @@ def build_demo() -> gr.Blocks:
             top, _, replaces_last = views.candidates(st.session)
             row = event.index[0] if isinstance(event.index, list | tuple) else event.index
             if row >= len(top):
-                return {}
+                return gr.skip()
             token = top[row].token_id
             if replaces_last:
                 st.session.undo()
@@ -338,18 +342,17 @@ def build_demo() -> gr.Blocks:
         @user_errors
         def on_cache_toggle(st, value):
             if st is None or st.session is None:
-                return {}  # the next session reads the checkbox
+                return gr.skip()  # the next session reads the checkbox
             st.session.set_use_cache(bool(value))
             return {cache_info: views.cache_summary(st), status: views.status_line(st)}
 
         @user_errors
         def on_sampling(st, temp, k, p, seed_value):
             if st is None or st.session is None:
-                return {}  # the next session reads these settings
+                return  # the next session reads these settings
             from explorer.sampling import SamplingSettings
 
             st.session.sampling = SamplingSettings(float(temp), int(k), float(p), int(seed_value or 0))
-            return {}
 
         @user_errors
         def on_compare(st, progress=gr.Progress()):
@@ -362,7 +365,7 @@ def build_demo() -> gr.Blocks:
             @user_errors
             def on_tab(st):
                 if st is None or st.session is None:
-                    return {}  # the page is still loading its first model
+                    return gr.skip()  # the page is still loading its first model
                 st.tab = name
                 return tab_views(st)
 
@@ -377,7 +380,7 @@ def build_demo() -> gr.Blocks:
         custom_model.submit(on_custom_model, [custom_model, state, *settings], everything)
         step_button.click(on_step, [state, *settings], everything, concurrency_limit=4)
         generate_event = generate_button.click(on_generate, [state, max_new, *settings], everything)
-        stop_button.click(on_stop, [state], None, queue=False, cancels=[generate_event])
+        stop_button.click(on_stop, None, None, queue=False, cancels=[generate_event])
         undo_button.click(on_undo, [state], {state, *step_views})
         reset_button.click(on_reset, [state, *settings], everything)
         candidates.select(on_candidate, [state], {state, *step_views})

@@ -24,7 +24,6 @@ class ExplorerState:
     head: str = MEAN  # "mean" or a head index as text
     query: int | None = None  # the selected query position; None follows the newest token
     comparison: CacheComparison | None = None
-    stop_requested: bool = False  # set by Stop, read by a running Generate between steps
     tab: str = "self"  # the open tab: only its figures are built and sent
 
     def query_position(self) -> int:

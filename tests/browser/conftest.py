@@ -58,6 +58,9 @@ def app_url(checkpoints):
     process.terminate()
     process.wait(timeout=20)
     log.close()
+    # A callback that failed on the server shows the user nothing useful: none may fail.
+    server_log = (ARTIFACTS / "app.log").read_text()
+    assert "Traceback" not in server_log, f"the app raised errors; see {ARTIFACTS / 'app.log'}"
 
 
 @pytest.fixture(scope="session")
