@@ -41,6 +41,7 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         d, hd = config.d_model, config.head_dim
         self.n_heads, self.n_kv_heads, self.head_dim = config.n_heads, config.n_kv_heads, hd
+        self.share = config.queries_per_kv_head  # query heads per key/value head
         self.q_proj = nn.Linear(d, config.n_heads * hd, bias=config.qkv_bias)
         self.k_proj = nn.Linear(d, config.n_kv_heads * hd, bias=config.qkv_bias)
         self.v_proj = nn.Linear(d, config.n_kv_heads * hd, bias=config.qkv_bias)
@@ -86,7 +87,7 @@ class MultiHeadAttention(nn.Module):
         else:
             # The fast path: PyTorch's fused kernel, which never materialises the probabilities.
             context = F.scaled_dot_product_attention(
-                q, kv.keys, kv.values, attn_mask=mask, enable_gqa=self.n_kv_heads != self.n_heads
+                q, kv.keys, kv.values, attn_mask=mask, enable_gqa=self.share > 1
             )  # (B, heads, Tq, hd)
         if trace is not None and "qkv" in trace.record:
             trace.keep("qkv", f"{name}.q", q)
@@ -101,7 +102,7 @@ class MultiHeadAttention(nn.Module):
     ) -> torch.Tensor:
         """softmax(q k^T / sqrt(hd) + mask) v, written out so the probabilities can be kept."""
         batch, n_heads, n_queries, hd = q.shape
-        share = self.n_heads // self.n_kv_heads  # query heads per key/value head
+        share = self.share
         # Grouped-query attention without copying keys: query heads h = g*share .. g*share+share-1
         # all read key/value head g, so stack their queries on the query axis of head g.
         q_grouped = q.reshape(batch, self.n_kv_heads, share * n_queries, hd)  # (B, kv, share*Tq, hd)

@@ -86,10 +86,6 @@ class KVCache:
             entry.append(keys, values)
         return entry.view()
 
-    def self_attn(self, layer: int) -> LayerKV | None:
-        entry = self._self_attn[layer]
-        return None if entry is None else entry.view()
-
     def truncate(self, length: int) -> None:
         """Forget every position from ``length`` on (undo). Cross-attention is unaffected."""
         for entry in self._self_attn:
@@ -109,9 +105,3 @@ class KVCache:
     def nbytes(self) -> int:
         """Bytes of the positions held (self and cross attention)."""
         return self.self_attn_bytes + self.cross_attn_bytes
-
-    @property
-    def allocated_bytes(self) -> int:
-        """Bytes reserved, including room to grow."""
-        grown = sum(e.keys.nbytes + e.values.nbytes for e in self._self_attn if e is not None)
-        return grown + self.cross_attn_bytes

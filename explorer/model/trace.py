@@ -83,10 +83,6 @@ class Trace:
     def names(self) -> list[str]:
         return list(self.tensors)
 
-    def merge(self, other: Trace) -> None:
-        """Add the tensors of another pass (the encoder's, say) to this trace."""
-        self.tensors.update(other.tensors)
-
     # Convenience accessors for the tensors the explorer shows most.
     def self_attention(self, layer: int, stack: str = "decoder") -> torch.Tensor:
         """(batch, heads, queries, keys) attention probabilities of one layer."""

@@ -14,11 +14,6 @@ def short(text: str) -> str:
     return shown.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def tick_labels(tokens: list[str]) -> list[str]:
-    """Short, whitespace-visible labels (spaces as ·, newlines as ⏎)."""
-    return [short(t) for t in tokens]
-
-
 def position_labels(tokens: list[str], offset: int = 0) -> list[str]:
     """Unique axis labels "position token": a repeated token stays its own row or column."""
     return [f"{i + offset} {short(t)}" for i, t in enumerate(tokens)]
