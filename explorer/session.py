@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from explorer.loading import LoadedModel
-from explorer.model import ATTENTION, NOTHING, ContextWindowError, KVCache, Record, Trace
+from explorer.model import ATTENTION, NOTHING, ContextWindowError, KVCache, Trace
 from explorer.sampling import SamplingSettings, choose_token
 from explorer.tokens import continuation_texts, piece_text, piece_texts
 
@@ -240,19 +240,24 @@ class GenerationSession:
 
     # ------------------------------------------------------------------ the model pass
     @torch.inference_mode()
-    def _process(self, n_new: int, record: Record | None = None) -> tuple[float, Trace]:
+    def _forward(self, ids: torch.Tensor, **kwargs):
+        """The decoder over ``ids``; a translator's decoder also reads the encoder's memory."""
+        if self.is_encoder_decoder:
+            return self.model(ids, self.memory, cache=self.cache, last_only=True, **kwargs)
+        return self.model(ids, cache=self.cache, last_only=True, **kwargs)
+
+    def _process(self, n_new: int) -> tuple[float, Trace]:
         """Run the model so that the last ``n_new`` tokens are processed; keep their rows.
 
         Sets the distribution for the next position. Returns (milliseconds, trace).
         """
-        record = self.record if record is None else record
+        record = self.record
         if self.use_cache:
             ids = torch.tensor([self.token_ids[-n_new:]])  # (1, n_new): only the new tokens
         else:
             ids = torch.tensor([self.token_ids])  # (1, T): everything again
-        args = (ids,) if not self.is_encoder_decoder else (ids, self.memory)
         start = time.perf_counter()
-        output = self.model(*args, cache=self.cache, record=record, last_only=True)
+        output = self._forward(ids, record=record)
         elapsed_ms = (time.perf_counter() - start) * 1000
         self._next_logits = output.logits[0, -1]
         if "attention" in record:
@@ -360,10 +365,7 @@ class GenerationSession:
             self.cache = None
             return
         self.cache = self.model.new_cache()
-        with torch.inference_mode():
-            ids = torch.tensor([self.token_ids])
-            args = (ids,) if not self.is_encoder_decoder else (ids, self.memory)
-            self.model(*args, cache=self.cache, last_only=True)
+        self._forward(torch.tensor([self.token_ids]))  # fills the cache
 
     # ------------------------------------------------------------------ attention views
     def self_attention(self, layer: int) -> np.ndarray:
