@@ -75,6 +75,7 @@ class CacheComparison:
     tokens_uncached: list[int]
     max_logit_difference: float
     cache_bytes: int
+    token_ids: list[int]  # the session's sequence that was rerun
 
     @property
     def tokens_identical(self) -> bool:
@@ -451,4 +452,5 @@ class GenerationSession:
             tokens_uncached=off.generated_ids,
             max_logit_difference=diff,
             cache_bytes=on.cache_bytes,
+            token_ids=list(self.token_ids),
         )

@@ -26,6 +26,12 @@ class ExplorerState:
     comparison: CacheComparison | None = None
     tab: str = "self"  # the open tab: only its figures are built and sent
 
+    def current_comparison(self) -> CacheComparison | None:
+        """The last cache comparison, while it still covers the tokens on screen."""
+        if self.comparison is not None and self.comparison.token_ids == self.session.token_ids:
+            return self.comparison
+        return None
+
     def query_position(self) -> int:
         n = len(self.session.token_ids)
         return n - 1 if self.query is None or self.query >= n else self.query
@@ -147,7 +153,7 @@ def every_layer_figure(state: ExplorerState):
 # ---------------------------------------------------------------- cache and timing
 def timing_figure(state: ExplorerState):
     session = state.session
-    comparison = state.comparison
+    comparison = state.current_comparison()
     if comparison is not None:
         series = {
             "cache on (rerun)": (comparison.positions, comparison.ms_cached),
@@ -177,7 +183,7 @@ def cache_summary(state: ExplorerState) -> str:
         if session.cache.cross_attn_bytes:
             line += f", plus {session.cache.cross_attn_bytes / 1e6:.2f} MB of cross-attention keys and values"
         line += "."
-    comparison = state.comparison
+    comparison = state.current_comparison()
     if comparison is not None:
         steps = len(comparison.tokens_cached)
         if comparison.tokens_identical:
