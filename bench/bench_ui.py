@@ -31,6 +31,31 @@ PROMPT = (
 )
 
 
+# In the page: when Step was clicked, and when plotly began and finished redrawing the heatmap.
+PROBES = """() => {
+    window.probe = {click: 0, reactStart: 0, reactEnd: 0, changed: {}};
+    document.querySelector('#step').addEventListener('click', () => {
+        window.probe.click = performance.now();
+        window.probe.changed = {};
+    }, true);
+    const react = window.Plotly.react;
+    window.Plotly.react = function (gd, ...rest) {
+        const mine = gd.closest('#self-attention');
+        if (mine) window.probe.reactStart = performance.now();
+        const done = react.call(this, gd, ...rest);
+        if (mine) Promise.resolve(done).then(() => { window.probe.reactEnd = performance.now(); });
+        return done;
+    };
+    // When each view's DOM first changed after the click: the order in which the page updates.
+    for (const id of WATCHED) {
+        const node = document.getElementById(id);
+        new MutationObserver(() => {
+            if (!(id in window.probe.changed)) window.probe.changed[id] = performance.now() - window.probe.click;
+        }).observe(node, {childList: true, subtree: true, characterData: true});
+    }
+}""".replace("WATCHED", '["status", "token-strip", "candidates", "self-attention", "all-heads"]')
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=20)
@@ -60,7 +85,10 @@ def main() -> None:
             page.locator("#prompt textarea").fill(PROMPT)
             page.click("#step")
             page.wait_for_function("() => document.querySelector('#status').innerText.includes('1 generated')")
-            latencies, model_ms = [], []
+            page.wait_for_function("() => window.Plotly && window.Plotly.react")
+            page.evaluate(PROBES)
+            latencies, model_ms, to_react, react_ms = [], [], [], []
+            first_change: dict[str, list[float]] = {}
             for _ in range(args.steps):
                 rows = page.evaluate("() => document.querySelectorAll('#token-strip .token').length")
                 start = time.perf_counter()
@@ -73,6 +101,12 @@ def main() -> None:
                     polling="raf",
                 )
                 latencies.append((time.perf_counter() - start) * 1000)
+                page.wait_for_function("() => window.probe.reactEnd > window.probe.click")
+                probe = page.evaluate("() => window.probe")
+                to_react.append(probe["reactStart"] - probe["click"])
+                react_ms.append(probe["reactEnd"] - probe["reactStart"])
+                for view, ms in probe["changed"].items():
+                    first_change.setdefault(view, []).append(ms)
                 found = re.search(r"last step (\d+) ms", page.inner_text("#status"))
                 model_ms.append(float(found.group(1)) if found else float("nan"))
                 page.wait_for_function("() => !document.querySelector('.generating, .pending')")
@@ -85,7 +119,10 @@ def main() -> None:
     print(f"{'measure':42s} {'median ms':>10s} {'p90 ms':>8s}")
     for name, values in (
         ("click to updated heatmap (browser)", latencies),
+        ("  click to Plotly.react (server, transport)", to_react),
+        ("  Plotly.react of the heatmap", react_ms),
         ("model step (server, cache on)", model_ms),
+        *((f"  first change of #{view}", values) for view, values in sorted(first_change.items())),
     ):
         p90 = sorted(values)[int(0.9 * (len(values) - 1))]
         print(f"{name:42s} {statistics.median(values):10.0f} {p90:8.0f}")

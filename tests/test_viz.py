@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from explorer.viz import attention_heatmap, head_thumbnails, layer_profile_heatmap, timing_chart
+from explorer.viz.figure_json import decode_array, figure_json
 from explorer.viz.heatmap import MASK_COLOR
 
 TOKENS = ["The", " cat", " sat", " the", " cat"]  # a repeated token must keep its own column
@@ -19,25 +20,25 @@ def causal_weights(n: int) -> np.ndarray:
 def test_heatmap_axes_labels_and_mask():
     w = causal_weights(5)
     fig = attention_heatmap(w, TOKENS, TOKENS, causal=True, title="t", selected_query=2)
-    (trace,) = fig.data
-    assert list(trace.y) == ["0 The", "1 ·cat", "2 ·sat", "3 ·the", "4 ·cat"]  # queries, top to bottom
-    assert list(trace.x) == list(trace.y)  # keys left to right, the repeated " cat" stays two columns
-    assert fig.layout.yaxis.autorange == "reversed"
-    z = np.array(trace.z, dtype=float)
+    (trace,) = fig["data"]
+    assert trace["y"] == ["0 The", "1 ·cat", "2 ·sat", "3 ·the", "4 ·cat"]  # queries, top to bottom
+    assert trace["x"] == trace["y"]  # keys left to right, the repeated " cat" stays two columns
+    assert fig["layout"]["yaxis"]["autorange"] == "reversed"
+    z = decode_array(trace["z"])
     future = np.triu(np.ones((5, 5), bool), k=1)
     assert np.isnan(z[future]).all() and not np.isnan(z[~future]).any()
     assert np.allclose(z[~future], w[~future], atol=1e-6)
-    assert fig.layout.plot_bgcolor == MASK_COLOR  # masked cells show grey, a zero weight white
-    (shape,) = fig.layout.shapes
-    assert (shape.y0, shape.y1) == (1.5, 2.5)  # the selected query's row
+    assert fig["layout"]["plot_bgcolor"] == MASK_COLOR  # masked cells show grey, a zero weight white
+    (shape,) = fig["layout"]["shapes"]
+    assert (shape["y0"], shape["y1"]) == (1.5, 2.5)  # the selected query's row
 
 
 def test_a_zero_weight_is_not_masked():
     w = np.array([[1.0, 0.0], [0.0, 1.0]])
     fig = attention_heatmap(w, ["a", "b"], ["x", "y"], causal=False, title="cross")
-    z = np.array(fig.data[0].z, dtype=float)
+    z = decode_array(fig["data"][0]["z"])
     assert not np.isnan(z).any() and z[0, 1] == 0
-    assert fig.layout.plot_bgcolor == "white"
+    assert fig["layout"]["plot_bgcolor"] == "white"
 
 
 def test_heatmap_refuses_mismatched_tokens():
@@ -53,14 +54,47 @@ def test_thumbnails_show_the_mask_grey():
     assert tuple(images[0][0, 0]) != (189, 189, 189)
 
 
+def test_head_grid_and_clicks_on_it():
+    from explorer.viz import head_at, head_grid
+    from explorer.viz.thumbnails import CELL, GAP, LABEL
+
+    w = causal_weights(6)[None].repeat(9, axis=0)
+    w[4] = np.eye(6)  # head 4 reads only itself: a dark diagonal
+    grid = np.asarray(head_grid(w, causal=True))
+    assert grid.shape == (2 * (CELL + GAP + LABEL), 5 * (CELL + GAP), 3)  # 9 heads in rows of 5
+    x0, y0 = 4 * (CELL + GAP), LABEL  # head 4's thumbnail
+    assert tuple(grid[y0 + CELL - 1, x0 + CELL - 1]) == (8, 48, 107)  # its last diagonal cell: weight 1
+    assert tuple(grid[y0, x0 + CELL - 1]) == (189, 189, 189)  # its top right: masked
+    assert head_at(x0 + 10, y0 + 10, 9) == 4
+    assert head_at(10, CELL + GAP + LABEL + 30, 9) == 5  # second row
+    assert head_at(4 * (CELL + GAP) + 10, CELL + GAP + LABEL + 30, 9) is None  # no tenth head
+    assert head_at(5 * (CELL + GAP) + 1, 10, 9) is None  # right of the grid
+
+
 def test_layer_profile_and_timing():
     fig = layer_profile_heatmap(np.full((3, 2), 0.5), ["a", "b"], title="p")
-    assert list(fig.data[0].y) == ["layer 0", "layer 1", "layer 2"]
+    assert fig["data"][0]["y"] == ["layer 0", "layer 1", "layer 2"]
     chart = timing_chart({"cache on": ([5, 6], [10.0, 11.0]), "cache off": ([5, 6], [20.0, 30.0])})
-    assert [t.name for t in chart.data] == ["cache on", "cache off"]
-    assert list(chart.data[1].y) == [20.0, 30.0]
+    assert [t["name"] for t in chart["data"]] == ["cache on", "cache off"]
+    assert chart["data"][1]["y"] == [20.0, 30.0]
 
 
 def test_special_tokens_survive_plotly_html():
     fig = attention_heatmap(np.eye(2), ["<pad>", "</s>"], ["a", "b"], causal=False, title="t")
-    assert list(fig.data[0].y) == ["0 &lt;pad&gt;", "1 &lt;/s&gt;"]
+    assert fig["data"][0]["y"] == ["0 &lt;pad&gt;", "1 &lt;/s&gt;"]
+
+
+def test_figures_are_valid_plotly():
+    """The dicts are what plotly.js reads: plotly's own validator accepts them, typed arrays and all."""
+    import json
+
+    import plotly.graph_objects as go
+
+    w = causal_weights(4)
+    for fig in (
+        attention_heatmap(w, TOKENS[:4], TOKENS[:4], causal=True, title="t", selected_query=1),
+        layer_profile_heatmap(w, TOKENS[:4], title="p"),
+        timing_chart({"cache on": ([1, 2], [3.0, 4.0])}),
+    ):
+        validated = go.Figure(json.loads(figure_json(fig)))  # raises on an unknown or malformed property
+        assert len(validated.data) == len(fig["data"])

@@ -2,6 +2,6 @@
 
 from .charts import timing_chart
 from .heatmap import attention_heatmap, layer_profile_heatmap
-from .thumbnails import head_thumbnails
+from .thumbnails import head_at, head_grid, head_thumbnails
 
-__all__ = ["attention_heatmap", "head_thumbnails", "layer_profile_heatmap", "timing_chart"]
+__all__ = ["attention_heatmap", "head_at", "head_grid", "head_thumbnails", "layer_profile_heatmap", "timing_chart"]

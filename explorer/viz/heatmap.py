@@ -10,14 +10,16 @@ hover shows query, key and weight without any per-cell text in the payload.
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
 
+from .figure_json import Figure, typed_array
 from .labels import position_labels
 
 ATTENTION_COLORS = [[0.0, "#ffffff"], [0.15, "#c6dbef"], [0.5, "#4292c6"], [1.0, "#08306b"]]
 MASK_COLOR = "#bdbdbd"
 HIGHLIGHT_COLOR = "#e6550d"
 HOVER = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"
+COLORBAR = {"title": {"text": "weight"}, "thickness": 12}
+MAX_TICK_LABELS = 48  # more would overlap at the heatmap's size; every cell keeps its text in the hover
 
 
 def causal_future(n_queries: int, n_keys: int, query_offset: int = 0) -> np.ndarray:
@@ -37,33 +39,30 @@ def attention_heatmap(
     query_offset: int = 0,  # the absolute position of the first query row
     key_title: str = "keys (what is read)",
     query_title: str = "queries (who reads)",
-) -> go.Figure:
+) -> Figure:
     n_q, n_k = weights.shape
     if len(query_tokens) != n_q or len(key_tokens) != n_k:
         raise ValueError(
             f"attention of shape {weights.shape} does not fit "
             f"{len(query_tokens)} query and {len(key_tokens)} key tokens"
         )
-    y = position_labels(query_tokens, query_offset)
-    x = position_labels(key_tokens)
     masked = causal_future(n_q, n_k, query_offset) if causal else np.zeros((n_q, n_k), dtype=bool)
-    # Masked cells are left empty (NaN) and the plot background behind them is grey; float32
-    # keeps the payload at about 5 characters a cell.
-    z = np.where(masked, np.nan, weights).astype(np.float32)
-    fig = go.Figure(
-        go.Heatmap(
-            z=z, x=x, y=y, zmin=0.0, zmax=1.0, colorscale=ATTENTION_COLORS, name="attention",
-            hovertemplate=HOVER, hoverongaps=False, colorbar={"title": {"text": "weight"}, "thickness": 12},
-        )
-    )  # fmt: skip
+    # Masked cells are left empty (NaN, a gap) and the plot background behind them is grey.
+    z = np.where(masked, np.nan, weights)
+    trace = {
+        "type": "heatmap", "name": "attention", "z": typed_array(z),
+        "x": position_labels(key_tokens), "y": position_labels(query_tokens, query_offset),
+        "zmin": 0.0, "zmax": 1.0, "colorscale": ATTENTION_COLORS, "hovertemplate": HOVER, "hoverongaps": False,
+        "colorbar": COLORBAR,
+    }  # fmt: skip
+    layout = _layout(title, key_title, query_title, trace["x"], trace["y"])
+    layout["plot_bgcolor"] = MASK_COLOR if masked.any() else "white"
     if selected_query is not None and 0 <= selected_query < n_q:
-        fig.add_shape(
-            type="rect", xref="x", yref="y", x0=-0.5, x1=n_k - 0.5, y0=selected_query - 0.5,
-            y1=selected_query + 0.5, line={"color": HIGHLIGHT_COLOR, "width": 3}, name="selected query",
-        )  # fmt: skip
-    _style(fig, title, key_title, query_title, n_q)
-    fig.update_layout(plot_bgcolor=MASK_COLOR if masked.any() else "white")
-    return fig
+        layout["shapes"] = [{
+            "type": "rect", "xref": "x", "yref": "y", "x0": -0.5, "x1": n_k - 0.5, "y0": selected_query - 0.5,
+            "y1": selected_query + 0.5, "line": {"color": HIGHLIGHT_COLOR, "width": 3}, "name": "selected query",
+        }]  # fmt: skip
+    return {"data": [trace], "layout": layout}
 
 
 def layer_profile_heatmap(
@@ -71,26 +70,30 @@ def layer_profile_heatmap(
     key_tokens: list[str],
     *,
     title: str,
-) -> go.Figure:
+) -> Figure:
     n_layers, _ = weights.shape
-    fig = go.Figure(
-        go.Heatmap(
-            z=weights.astype(np.float32), x=position_labels(key_tokens),
-            y=[f"layer {i}" for i in range(n_layers)], zmin=0.0, zmax=1.0, colorscale=ATTENTION_COLORS,
-            hovertemplate="%{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>",
-            colorbar={"title": {"text": "weight"}, "thickness": 12},
-        )
-    )  # fmt: skip
-    _style(fig, title, "keys (what is read)", "layer", n_layers)
-    return fig
+    trace = {
+        "type": "heatmap", "z": typed_array(weights), "x": position_labels(key_tokens),
+        "y": [f"layer {i}" for i in range(n_layers)], "zmin": 0.0, "zmax": 1.0, "colorscale": ATTENTION_COLORS,
+        "hovertemplate": "%{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>", "colorbar": COLORBAR,
+    }  # fmt: skip
+    return {"data": [trace], "layout": _layout(title, "keys (what is read)", "layer", trace["x"], trace["y"])}
 
 
-def _style(fig: go.Figure, title: str, x_title: str, y_title: str, n_rows: int) -> None:
-    fig.update_yaxes(type="category", autorange="reversed", showgrid=False, title=y_title, automargin=True)
-    fig.update_xaxes(type="category", tickangle=-60, showgrid=False, title=x_title, automargin=True)
-    fig.update_layout(
-        title={"text": title, "x": 0.01, "font": {"size": 14}},
-        margin={"l": 10, "r": 10, "t": 40, "b": 10},
-        height=max(380, min(900, 180 + 24 * n_rows)),  # rows tall enough for every label
-        plot_bgcolor="white",
-    )
+def tick_labels(labels: list[str]) -> dict:
+    """Every label while they fit, else every k-th: fewer labels for the browser to measure and draw."""
+    step = -(-len(labels) // MAX_TICK_LABELS)  # ceil
+    return {"tickmode": "array", "tickvals": labels[::step], "ticktext": labels[::step]}
+
+
+def _layout(title: str, x_title: str, y_title: str, x_labels: list[str], y_labels: list[str]) -> dict:
+    return {
+        "title": {"text": title, "x": 0.01, "font": {"size": 14}},
+        "xaxis": {"type": "category", "tickangle": -60, "showgrid": False, "title": {"text": x_title},
+                  "automargin": True, **tick_labels(x_labels)},
+        "yaxis": {"type": "category", "autorange": "reversed", "showgrid": False, "title": {"text": y_title},
+                  "automargin": True, **tick_labels(y_labels)},
+        "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+        "height": max(380, min(900, 180 + 24 * len(y_labels))),  # rows tall enough for their labels
+        "plot_bgcolor": "white",
+    }  # fmt: skip
