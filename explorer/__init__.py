@@ -8,9 +8,10 @@
 """
 
 from explorer.loading import LoadedModel, ModelEntry, ModelLoadError, list_models, load_model
+from explorer.model import ContextWindowError
 from explorer.session import GenerationSession, InputError, SessionFinished, StepResult
 
 __all__ = [
-    "GenerationSession", "InputError", "LoadedModel", "ModelEntry", "ModelLoadError", "SessionFinished",
-    "StepResult", "list_models", "load_model",
+    "ContextWindowError", "GenerationSession", "InputError", "LoadedModel", "ModelEntry", "ModelLoadError",
+    "SessionFinished", "StepResult", "list_models", "load_model",
 ]  # fmt: skip

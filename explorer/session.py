@@ -98,7 +98,7 @@ class AttentionHistory:
 
     def add(self, layer: int, probs: torch.Tensor) -> None:
         """probs (heads, new_rows, keys) for the newest queries."""
-        self.blocks[layer].append(probs.to(torch.float16).numpy())
+        self.blocks[layer].append(probs.to(torch.float16).cpu().numpy())
 
     def truncate(self, rows: int) -> None:
         for blocks in self.blocks:
@@ -171,6 +171,7 @@ class GenerationSession:
         self.timings: list[StepTiming] = []
         self.source_ids: list[int] = []
         self.memory: torch.Tensor | None = None
+        self.model_device = next(self.model.parameters()).device
         self.encoder_history = AttentionHistory(self.config.n_encoder_layers)
         self.self_history = AttentionHistory(self.config.n_layers)
         self.cross_history = AttentionHistory(self.config.n_layers if self.is_encoder_decoder else 0)
@@ -231,9 +232,13 @@ class GenerationSession:
         start = self.config.decoder_start_token_id
         return start if start is not None else self.config.pad_token_id
 
+    def _tensor(self, ids: list[int]) -> torch.Tensor:
+        """(1, len(ids)) on the model's device (a GPU when the loader found one)."""
+        return torch.tensor([ids], device=self.model_device)
+
     @torch.inference_mode()
     def _run_encoder(self) -> None:
-        src = torch.tensor([self.source_ids])
+        src = self._tensor(self.source_ids)
         self.memory, trace = self.model.encode(src, record=self.record)
         if "attention" in self.record:
             for i in range(self.config.n_encoder_layers):
@@ -254,13 +259,15 @@ class GenerationSession:
         """
         record = self.record
         if self.use_cache:
-            ids = torch.tensor([self.token_ids[-n_new:]])  # (1, n_new): only the new tokens
+            ids = self._tensor(self.token_ids[-n_new:])  # (1, n_new): only the new tokens
         else:
-            ids = torch.tensor([self.token_ids])  # (1, T): everything again
+            ids = self._tensor(self.token_ids)  # (1, T): everything again
         start = time.perf_counter()
         output = self._forward(ids, record=record)
+        if ids.is_cuda:
+            torch.cuda.synchronize()  # GPU kernels run asynchronously: wait before reading the clock
         elapsed_ms = (time.perf_counter() - start) * 1000
-        self._next_logits = output.logits[0, -1]
+        self._next_logits = output.logits[0, -1].cpu()  # sampling and the views work on the CPU
         if "attention" in record:
             for i in range(self.config.n_layers):
                 self.self_history.add(i, output.trace.self_attention(i)[0, :, -n_new:])
@@ -366,7 +373,7 @@ class GenerationSession:
             self.cache = None
             return
         self.cache = self.model.new_cache()
-        self._forward(torch.tensor([self.token_ids]))  # fills the cache
+        self._forward(self._tensor(self.token_ids))  # fills the cache
 
     # ------------------------------------------------------------------ attention views
     def self_attention(self, layer: int) -> np.ndarray:

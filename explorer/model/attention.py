@@ -24,15 +24,15 @@ from .positions import rotate
 from .trace import Trace
 
 
-def causal_mask(n_queries: int, n_keys: int) -> torch.Tensor:
+def causal_mask(n_queries: int, n_keys: int, device: torch.device | None = None) -> torch.Tensor:
     """(queries, keys) boolean mask, True where a query may look.
 
     The queries are the last ``n_queries`` of ``n_keys`` positions, so query i stands at
     position i + (n_keys - n_queries) and may see every key up to and including it.
     """
     offset = n_keys - n_queries
-    query_pos = torch.arange(n_queries)[:, None] + offset
-    key_pos = torch.arange(n_keys)[None, :]
+    query_pos = torch.arange(n_queries, device=device)[:, None] + offset
+    key_pos = torch.arange(n_keys, device=device)[None, :]
     return key_pos <= query_pos
 
 
@@ -79,7 +79,7 @@ class MultiHeadAttention(nn.Module):
         q = self._split_heads(self.q_proj(x_q), self.n_heads)  # (B, heads, Tq, hd)
         if rotary is not None:  # (cos, sin) of the query positions
             q = rotate(q, rotary)
-        mask = causal_mask(n_queries, n_keys) if causal and n_queries > 1 else None  # (Tq, Tk)
+        mask = causal_mask(n_queries, n_keys, x_q.device) if causal and n_queries > 1 else None  # (Tq, Tk)
 
         record = trace is not None and ("attention" in trace.record or "scores" in trace.record)
         if record:

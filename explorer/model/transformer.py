@@ -55,14 +55,14 @@ class InputEmbedding(nn.Module):
         return x
 
 
-def check_positions(start: int, length: int, max_positions: int) -> torch.Tensor:
+def check_positions(start: int, length: int, max_positions: int, device: torch.device | None = None) -> torch.Tensor:
     """Absolute positions start..start+length-1, refusing to go past the context window."""
     if start + length > max_positions:
         raise ContextWindowError(
             f"{start + length} positions exceed this model's context window of {max_positions}; "
             "shorten the text or undo some tokens"
         )
-    return torch.arange(start, start + length)
+    return torch.arange(start, start + length, device=device)
 
 
 class Encoder(nn.Module):
@@ -75,7 +75,7 @@ class Encoder(nn.Module):
         )
 
     def forward(self, ids: torch.Tensor, trace: Trace) -> torch.Tensor:
-        positions = check_positions(0, ids.shape[1], self.embed.max_positions)
+        positions = check_positions(0, ids.shape[1], self.embed.max_positions, ids.device)
         x = self.embed(ids, positions)  # (B, S, d_model)
         trace.keep("residual", "encoder.embed", x)
         for i, layer in enumerate(self.layers):
@@ -105,7 +105,7 @@ class Decoder(nn.Module):
         trace: Trace,
     ) -> torch.Tensor:
         start = cache.length if cache is not None else 0
-        positions = check_positions(start, ids.shape[1], self.embed.max_positions)
+        positions = check_positions(start, ids.shape[1], self.embed.max_positions, ids.device)
         x = self.embed(ids, positions)  # (B, T, d_model)
         trace.keep("residual", "decoder.embed", x)
         rotary = self.rotary.angles(positions) if self.rotary is not None else None

@@ -6,17 +6,25 @@ Each callback returns a dict of only the components it changed. Per-user state l
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
+import os
+import weakref
 from collections.abc import Callable
 
 import gradio as gr
+from gradio.components.plot import PlotData
 
 from explorer.loading import ModelLoadError
 from explorer.model import ContextWindowError
 from explorer.session import GenerationSession, InputError
 from explorer.ui import model_store, texts, views
 from explorer.ui.views import MEAN, ExplorerState
+from explorer.viz import head_at
+from explorer.viz.figure_json import figure_json
 
+NO_MODEL = "No model is loaded yet: choose one from the Model list."
 USER_ERRORS = (InputError, ModelLoadError, ContextWindowError, ValueError)
 DECODER_EXAMPLES = [
     "The capital of France is",
@@ -42,18 +50,40 @@ CSS = """
 
 
 stop_requests: set[str] = set()  # browser sessions whose running Generate should end
+# Each open browser tab's state, by Gradio's session hash, so that closing the tab can free its
+# session at once (Gradio itself keeps a closed tab's state for an hour). Weak: Gradio owns them.
+open_states: weakref.WeakValueDictionary[str, ExplorerState] = weakref.WeakValueDictionary()
+log = logging.getLogger("decoder_explorer")
 
 
-def user_errors(handler: Callable) -> Callable:
-    """Show a user's mistake as a warning and change nothing on the page."""
+def release_closed_tab(request: gr.Request) -> None:
+    st = open_states.pop(request.session_hash, None)
+    stop_requests.discard(request.session_hash)
+    if st is not None:
+        with st.lock:  # after the step that may be running
+            if st.session is not None:
+                st.release()
+                log.info("released the session of a closed browser tab")
+
+
+def plot(figure: dict) -> PlotData:
+    """A figure dict straight to gr.Plot's payload (given a go.Figure, Gradio would validate it first)."""
+    return PlotData(type="plotly", plot=figure_json(figure))
+
+
+def tab_event(handler: Callable) -> Callable:
+    """Run one event of a tab: alone (the tab's lock), and with a user's mistake shown as a
+    warning that changes nothing on the page."""
 
     @functools.wraps(handler)
     def wrapper(*args, **kwargs):
-        try:
-            return handler(*args, **kwargs)
-        except USER_ERRORS as error:
-            gr.Warning(str(error))
-            return gr.skip()
+        st = next((a for a in args if isinstance(a, ExplorerState)), None)
+        with st.lock if st is not None else contextlib.nullcontext():
+            try:
+                return handler(*args, **kwargs)
+            except USER_ERRORS as error:
+                gr.Warning(str(error))
+                return gr.skip()
 
     return wrapper
 
@@ -123,9 +153,9 @@ def build_demo() -> gr.Blocks:
                     with gr.Column(scale=1, min_width=240):
                         gr.Markdown(texts.SELF_ATTENTION, elem_classes="explain")
                 gr.Markdown(texts.ALL_HEADS, elem_classes="explain")
-                heads = gr.Gallery(
-                    label="All heads of this layer", columns=5, height="auto", allow_preview=False,
-                    elem_id="all-heads", format="png",
+                heads = gr.Image(
+                    label="All heads of this layer (click one to open it)", type="pil", format="png",
+                    interactive=False, elem_id="all-heads", buttons=[],
                 )  # fmt: skip
             with gr.Tab("Cross-attention", visible=False, elem_id="tab-cross") as cross_tab:
                 with gr.Row(equal_height=False):
@@ -172,13 +202,16 @@ def build_demo() -> gr.Blocks:
         def tab_views(st: ExplorerState) -> dict:
             """The figures of the open tab; the others are built when their tab is opened."""
             if st.tab == "self":
-                return {self_plot: views.self_attention_figure(st), heads: views.heads_gallery(st)}
+                return {self_plot: plot(views.self_attention_figure(st)), heads: views.heads_image(st)}
             if st.tab == "cross" and st.session.is_encoder_decoder:
-                return {cross_plot: views.cross_attention_figure(st), encoder_plot: views.encoder_attention_figure(st)}
+                return {
+                    cross_plot: plot(views.cross_attention_figure(st)),
+                    encoder_plot: plot(views.encoder_attention_figure(st)),
+                }
             if st.tab == "layers":
-                return {layers_plot: views.every_layer_figure(st)}
+                return {layers_plot: plot(views.every_layer_figure(st))}
             if st.tab == "cache":
-                return {timing_plot: views.timing_figure(st)}
+                return {timing_plot: plot(views.timing_figure(st))}
             return gr.skip()
 
         def session_views(st: ExplorerState) -> dict:
@@ -210,25 +243,35 @@ def build_demo() -> gr.Blocks:
             }
 
         # ------------------------------------------------------------ sessions
-        def new_session(st, text_value, chat_value, cache_value, temp, k, p, seed_value) -> ExplorerState:
-            loaded = model_store.get_model(st.model_name)
+        def new_session(
+            st, text_value, chat_value, cache_value, temp, k, p, seed_value, model_name=None
+        ) -> ExplorerState:
+            """Start a session in ``st`` (the tab's one state object); on an error ``st`` is unchanged."""
+            model_name = model_name or st.model_name
+            loaded = model_store.get_model(model_name)
             session = GenerationSession(
                 loaded, text_value, use_cache=cache_value, chat=chat_value and loaded.has_chat_template,
                 temperature=float(temp), top_k=int(k), top_p=float(p), seed=int(seed_value or 0),
             )  # fmt: skip
-            layer_index = min(st.layer, loaded.config.n_layers - 1)
-            head_value = st.head if st.head == MEAN or int(st.head) < loaded.config.n_heads else MEAN
-            return ExplorerState(st.model_name, session, layer=layer_index, head=head_value)
+            st.start(model_name, session)
+            return st
+
+        def tab_state(request: gr.Request, st: ExplorerState | None, model_name: str) -> ExplorerState:
+            """This tab's state object, made on its first event and remembered for its unload."""
+            if st is None:
+                st = ExplorerState(model_name)
+                open_states[request.session_hash] = st
+            return st
 
         def require(st: ExplorerState | None) -> ExplorerState:
             if st is None or st.session is None:
-                raise InputError("No model is loaded yet: choose one from the Model list.")
+                raise InputError(NO_MODEL)
             return st
 
         def current(st, text_value, chat_value, cache_value, temp, k, p, seed_value) -> tuple[ExplorerState, bool]:
             """The user's session, started anew when the text or the chat setting changed."""
             if st is None:
-                raise InputError("No model is loaded yet: choose one from the Model list.")
+                raise InputError(NO_MODEL)
             session = st.session
             if (
                 session is None
@@ -240,36 +283,36 @@ def build_demo() -> gr.Blocks:
 
         settings = [text, chat, use_cache, temperature, top_k, top_p, seed]
 
-        @user_errors
-        def on_load(model_name, *values, progress=gr.Progress(track_tqdm=True)):
+        @tab_event
+        def on_load(request: gr.Request, model_name, *values, progress=gr.Progress(track_tqdm=True)):
             progress(0, desc=f"Loading {model_name}")
             loaded = model_store.get_model(model_name)
-            st = new_session(ExplorerState(model_name), *values)
+            st = new_session(tab_state(request, None, model_name), *values)
             return {**model_views(loaded), **render(st, full=True)}
 
-        @user_errors
-        def on_model_change(model_name, st, *values, progress=gr.Progress(track_tqdm=True)):
+        @tab_event
+        def on_model_change(request: gr.Request, model_name, st, *values, progress=gr.Progress(track_tqdm=True)):
             previous = st.model_name if st is not None else None
             try:
                 progress(0, desc=f"Loading {model_name}")
                 loaded = model_store.get_model(model_name)
             except ModelLoadError as error:
                 gr.Warning(f"{error} The previous model stays loaded.")
-                return {model: gr.Dropdown(value=previous)} if previous else {}
+                return {model: gr.Dropdown(value=previous)} if previous else gr.skip()
             text_value = values[0]
-            if loaded.is_encoder_decoder != (st is not None and st.session.is_encoder_decoder):
+            was_translator = st is not None and st.session is not None and st.session.is_encoder_decoder
+            if loaded.is_encoder_decoder != was_translator:
                 text_value = TRANSLATOR_EXAMPLES[0] if loaded.is_encoder_decoder else DECODER_EXAMPLES[0]
-            fresh = ExplorerState(model_name, layer=st.layer if st else 0)
-            st = new_session(fresh, text_value, *values[1:])
+            st = new_session(tab_state(request, st, model_name), text_value, *values[1:], model_name=model_name)
             label = "Source sentence" if loaded.is_encoder_decoder else "Prompt"
             return {**model_views(loaded), text: gr.Textbox(value=text_value, label=label), **render(st, full=True)}
 
-        @user_errors
-        def on_custom_model(name, st, *values):
+        @tab_event
+        def on_custom_model(request: gr.Request, name, st, *values):
             resolved = model_store.resolve_custom(name)
-            return on_model_change.__wrapped__(resolved, st, *values)
+            return on_model_change.__wrapped__(request, resolved, st, *values)
 
-        @user_errors
+        @tab_event
         def on_step(st, *values):
             st, fresh = current(st, *values)
             st.session.step()
@@ -278,36 +321,41 @@ def build_demo() -> gr.Blocks:
 
         def on_generate(request: gr.Request, st, limit, *values):
             try:
-                st, fresh = current(st, *values)
+                with st.lock if st is not None else contextlib.nullcontext():
+                    st, fresh = current(st, *values)
                 stop_requests.discard(request.session_hash)
                 for i in range(int(limit)):
-                    if st.session.finished or request.session_hash in stop_requests:
-                        break
-                    st.session.step()
-                    st.query = None
-                    yield render(st, full=fresh and i == 0)
+                    with st.lock:  # one step at a time, between other events of this tab
+                        if st.session is None or st.session.finished or request.session_hash in stop_requests:
+                            break
+                        st.session.step()
+                        st.query = None
+                        views_now = render(st, full=fresh and i == 0)
+                    yield views_now
             except USER_ERRORS as error:
                 gr.Warning(str(error))
                 yield gr.skip()
 
         def on_stop(request: gr.Request):
-            # Keyed by the browser tab, not the state object: a running Generate may hold a
-            # session that the stored state does not have yet.
+            # Keyed by the browser tab and outside the queue: Stop must not wait for the tab's
+            # lock, which the running Generate takes for each step.
             stop_requests.add(request.session_hash)
 
-        @user_errors
+        @tab_event
         def on_undo(st):
             st = require(st)
             st.session.undo()
             st.query = None
             return render(st)
 
-        @user_errors
+        @tab_event
         def on_reset(st, *values):
+            if st is None:
+                raise InputError(NO_MODEL)
             st = new_session(st, *values)
             return render(st, full=True)
 
-        @user_errors
+        @tab_event
         def on_candidate(st, event: gr.SelectData):
             st = require(st)
             top, _, replaces_last = views.candidates(st.session)
@@ -321,32 +369,35 @@ def build_demo() -> gr.Blocks:
             st.query = None
             return render(st)
 
-        @user_errors
+        @tab_event
         def on_token_click(st, event: gr.SelectData):
             st = require(st)
-            st.query = int(event.index)
+            st.query = views.checked_query(st.session, event.index)
             return {strip: views.token_strip(st), **tab_views(st)}
 
-        @user_errors
+        @tab_event
         def on_layer_or_head(st, layer_value, head_value):
             st = require(st)
-            st.layer, st.head = int(layer_value), str(head_value)
+            st.layer, st.head = views.checked_view(st.session, layer_value, head_value)
             return tab_views(st)
 
-        @user_errors
+        @tab_event
         def on_head_thumbnail(st, event: gr.SelectData):
             st = require(st)
-            st.head = str(event.index)
-            return {head: gr.Dropdown(value=st.head), self_plot: views.self_attention_figure(st)}
+            picked = head_at(*event.index[:2], st.session.config.n_heads)
+            if picked is None:
+                return gr.skip()  # a click between two heads
+            st.layer, st.head = views.checked_view(st.session, st.layer, str(picked))
+            return {head: gr.Dropdown(value=st.head), self_plot: plot(views.self_attention_figure(st))}
 
-        @user_errors
+        @tab_event
         def on_cache_toggle(st, value):
             if st is None or st.session is None:
                 return gr.skip()  # the next session reads the checkbox
             st.session.set_use_cache(bool(value))
             return {cache_info: views.cache_summary(st), status: views.status_line(st)}
 
-        @user_errors
+        @tab_event
         def on_sampling(st, temp, k, p, seed_value):
             if st is None or st.session is None:
                 return  # the next session reads these settings
@@ -354,15 +405,15 @@ def build_demo() -> gr.Blocks:
 
             st.session.sampling = SamplingSettings(float(temp), int(k), float(p), int(seed_value or 0))
 
-        @user_errors
+        @tab_event
         def on_compare(st, progress=gr.Progress()):
             st = require(st)
             progress(0, desc="Rerunning with the cache on and off")
             st.comparison = st.session.compare_cache_modes()
-            return {timing_plot: views.timing_figure(st), cache_info: views.cache_summary(st)}
+            return {timing_plot: plot(views.timing_figure(st)), cache_info: views.cache_summary(st)}
 
         def opener(name: str):
-            @user_errors
+            @tab_event
             def on_tab(st):
                 if st is None or st.session is None:
                     return gr.skip()  # the page is still loading its first model
@@ -376,28 +427,50 @@ def build_demo() -> gr.Blocks:
         session_outputs = {layer, head, source, cross_tab}
         everything = {state, *step_views, *model_outputs, *session_outputs}
         demo.load(on_load, [model, *settings], everything)
+        demo.unload(release_closed_tab)
         model.input(on_model_change, [model, state, *settings], everything)
         custom_model.submit(on_custom_model, [custom_model, state, *settings], everything)
-        step_button.click(on_step, [state, *settings], everything, concurrency_limit=4)
-        generate_event = generate_button.click(on_generate, [state, max_new, *settings], everything)
+        # A step's progress shows on the status line only: a spinner over every figure would
+        # flash on each ~100 ms step (and redraw each component twice).
+        quick = {"show_progress": "minimal", "show_progress_on": [status]}
+        # A step changes the step views, and the session views when the text changed (a new session).
+        stepped = {state, *step_views, *session_outputs}
+        step_button.click(on_step, [state, *settings], stepped, **quick)
+        generate_event = generate_button.click(on_generate, [state, max_new, *settings], stepped, **quick)
         stop_button.click(on_stop, None, None, queue=False, cancels=[generate_event])
-        undo_button.click(on_undo, [state], {state, *step_views})
+        undo_button.click(on_undo, [state], {state, *step_views}, **quick)
         reset_button.click(on_reset, [state, *settings], everything)
-        candidates.select(on_candidate, [state], {state, *step_views})
-        strip.select(on_token_click, [state], {strip, *figures})
-        layer.release(on_layer_or_head, [state, layer, head], figures)
-        head.input(on_layer_or_head, [state, layer, head], figures)
-        heads.select(on_head_thumbnail, [state], {head, self_plot, cross_plot})
+        candidates.select(on_candidate, [state], {state, *step_views}, **quick)
+        strip.select(on_token_click, [state], {strip, *figures}, **quick)
+        layer.release(on_layer_or_head, [state, layer, head], figures, **quick)
+        head.input(on_layer_or_head, [state, layer, head], figures, **quick)
+        heads.select(on_head_thumbnail, [state], {head, self_plot}, **quick)
         use_cache.input(on_cache_toggle, [state, use_cache], {cache_info, status})
         for control in (temperature, top_k, top_p, seed):
             control.change(on_sampling, [state, temperature, top_k, top_p, seed], set())
         compare_button.click(on_compare, [state], {timing_plot, cache_info})
         for tab, name in ((self_tab, "self"), (cross_tab, "cross"), (layers_tab, "layers"), (cache_tab, "cache")):
-            tab.select(opener(name), [state], figures)
+            tab.select(opener(name), [state], figures, **quick)
     return demo
 
 
+CONCURRENCY_ENV = "DECODER_EXPLORER_CONCURRENCY"
+QUEUE_SIZE = 256  # waiting events beyond this are refused with "queue full" rather than piling up
+
+
+def concurrency() -> int:
+    """How many events run at once: one per core by default.
+
+    A step is a burst of matrix products that already uses every core (torch's threads), so
+    running more steps at once than there are cores only makes each slower; the rest wait in
+    Gradio's queue, in order, and every user's own events run one after another.
+    """
+    return max(1, int(os.environ.get(CONCURRENCY_ENV) or os.cpu_count() or 1))
+
+
 def launch(**kwargs) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not every request Gradio makes to itself
     demo = build_demo()
-    demo.queue(default_concurrency_limit=2)
+    demo.queue(default_concurrency_limit=concurrency(), max_size=QUEUE_SIZE)
     demo.launch(css=CSS, theme=gr.themes.Soft(), **kwargs)

@@ -19,7 +19,8 @@ MODEL_DIRS_ENV = "DECODER_EXPLORER_MODEL_DIRS"
 ALLOW_HUB_ENV = "DECODER_EXPLORER_ALLOW_HUB_IDS"
 
 _loaded: dict[str, LoadedModel] = {}
-_lock = threading.Lock()
+_lock = threading.Lock()  # guards the two dicts
+_loading: dict[str, threading.Lock] = {}  # one lock per model: a slow load never blocks the others
 
 
 def allowed_model_dirs() -> list[Path]:
@@ -50,9 +51,12 @@ def resolve_custom(text: str) -> str:
     if text in REGISTRY:
         return text
     for root in allowed_model_dirs():
-        candidate = (root / text).resolve() if not Path(text).is_absolute() else Path(text).resolve()
-        if candidate.is_relative_to(root) and candidate.is_dir():
-            return str(candidate)
+        try:
+            candidate = (root / text).resolve() if not Path(text).is_absolute() else Path(text).resolve()
+            if candidate.is_relative_to(root) and candidate.is_dir():
+                return str(candidate)
+        except (OSError, ValueError):  # a name too long, or with a NUL: no such folder
+            continue
     if os.environ.get(ALLOW_HUB_ENV) == "1" and HUB_ID.match(text) and ".." not in text:
         return text
     raise ModelLoadError(
@@ -64,8 +68,14 @@ def resolve_custom(text: str) -> str:
 def get_model(name: str, progress: bool = True) -> LoadedModel:
     """Load once per process; later calls return the same object."""
     with _lock:
+        if name in _loaded:
+            return _loaded[name]
+        model_lock = _loading.setdefault(name, threading.Lock())
+    with model_lock:
         if name not in _loaded:
-            _loaded[name] = load_model(name, progress=progress)
+            loaded = load_model(name, progress=progress)
+            with _lock:
+                _loaded[name] = loaded
         return _loaded[name]
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from explorer.session import CacheComparison, GenerationSession, TopToken
+from explorer.session import CacheComparison, GenerationSession, InputError, TopToken
 from explorer.tokens import visible
-from explorer.viz import attention_heatmap, head_thumbnails, layer_profile_heatmap, timing_chart
+from explorer.viz import attention_heatmap, head_grid, layer_profile_heatmap, timing_chart
 
 MEAN = "mean"
 BAR_WIDTH = 20
@@ -25,6 +26,21 @@ class ExplorerState:
     query: int | None = None  # the selected query position; None follows the newest token
     comparison: CacheComparison | None = None
     tab: str = "self"  # the open tab: only its figures are built and sent
+    # One event at a time per tab: a Step clicked during a Generate waits for the current step.
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def start(self, model_name: str, session: GenerationSession) -> None:
+        """Show a new session (new text, settings or model); keep the layer and head where the model has them."""
+        config = session.config
+        self.model_name, self.session = model_name, session
+        self.layer = min(self.layer, config.n_layers - 1)
+        if self.head != MEAN and int(self.head) >= config.n_heads:
+            self.head = MEAN
+        self.query, self.comparison = None, None
+
+    def release(self) -> None:
+        """Drop the session's tensors (cache, attention history): its browser tab has closed."""
+        self.session, self.comparison = None, None
 
     def current_comparison(self) -> CacheComparison | None:
         """The last cache comparison, while it still covers the tokens on screen."""
@@ -35,6 +51,28 @@ class ExplorerState:
     def query_position(self) -> int:
         n = len(self.session.token_ids)
         return n - 1 if self.query is None or self.query >= n else self.query
+
+
+def checked_view(session: GenerationSession, layer, head) -> tuple[int, str]:
+    """A layer and head choice from the page, checked against the model before anything changes."""
+    c = session.config
+    try:
+        layer_index = int(layer)
+    except (TypeError, ValueError):
+        raise InputError(f"the layer must be a whole number; choose 0 to {c.n_layers - 1}") from None
+    if not 0 <= layer_index < c.n_layers:
+        raise InputError(f"layer {layer_index} does not exist; choose 0 to {c.n_layers - 1}")
+    head_choice = str(head)
+    if head_choice != MEAN and not (head_choice.isdigit() and int(head_choice) < c.n_heads):
+        raise InputError(f"head {head_choice!r} does not exist; choose the average or a head from 0 to {c.n_heads - 1}")
+    return layer_index, head_choice
+
+
+def checked_query(session: GenerationSession, index) -> int:
+    n = len(session.token_ids)
+    if not isinstance(index, int) or not 0 <= index < n:
+        raise InputError(f"token {index!r} does not exist; choose one from 0 to {n - 1}")
+    return index
 
 
 def pick_head(attention: np.ndarray, head: str) -> np.ndarray:
@@ -133,10 +171,9 @@ def encoder_attention_figure(state: ExplorerState):
     )  # fmt: skip
 
 
-def heads_gallery(state: ExplorerState) -> list[tuple[np.ndarray, str]]:
-    attention = state.session.self_attention(state.layer)
-    images = head_thumbnails(attention, causal=True)
-    return [(image, f"head {h}") for h, image in enumerate(images)]
+def heads_image(state: ExplorerState):
+    """Every head of the layer in one image (a PIL image; ``viz.head_at`` reads a click on it)."""
+    return head_grid(state.session.self_attention(state.layer), causal=True)
 
 
 def every_layer_figure(state: ExplorerState):
