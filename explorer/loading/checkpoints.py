@@ -37,10 +37,20 @@ def read_hf_folder(folder: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
             f"the folder {folder.name!r} holds no .safetensors weights.{hint} Convert the checkpoint "
             "to safetensors (model.save_pretrained(folder) does) and try again."
         )
+    # Messages name the folder, never its absolute path: they are shown to users of the app.
+    try:
+        hf_config = json.loads(config_file.read_text())
+    except (OSError, ValueError) as error:
+        raise ModelLoadError(f"the config.json of {folder.name!r} cannot be read ({type(error).__name__})") from None
     state: dict[str, torch.Tensor] = {}
     for file in weight_files:
-        state.update(load_file(file))
-    return convert(json.loads(config_file.read_text()), state)
+        try:
+            state.update(load_file(file))
+        except Exception as error:  # safetensors raises its own error types for a damaged file
+            raise ModelLoadError(f"{file.name} in {folder.name!r} is not a readable safetensors file") from error
+    if not isinstance(hf_config, dict):
+        raise ModelLoadError(f"the config.json of {folder.name!r} is not a JSON object")
+    return convert(hf_config, state)
 
 
 def load_tokenizer(folder: Path, **kwargs):
@@ -49,7 +59,8 @@ def load_tokenizer(folder: Path, **kwargs):
     try:
         return AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False, **kwargs)
     except Exception as error:
-        raise ModelLoadError(f"could not read the tokenizer of {folder.name!r}: {error}") from None
+        # The exception's own text can hold absolute paths: only its kind is shown.
+        raise ModelLoadError(f"could not read the tokenizer of {folder.name!r} ({type(error).__name__})") from None
 
 
 def save_converted(folder: Path, config: ModelConfig, state: dict[str, torch.Tensor], tokenizer, source: dict) -> None:

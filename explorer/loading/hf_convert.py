@@ -252,7 +252,11 @@ def convert(hf_config: dict, hf_state: dict[str, torch.Tensor]) -> tuple[ModelCo
             f"model type {family!r} is not supported; the explorer reads {', '.join(sorted(FAMILIES))} checkpoints"
         )
     make_config, rename = FAMILIES[family]
-    config = make_config(hf_config)
+    try:
+        config = make_config(hf_config)
+    except (KeyError, TypeError, ValueError) as error:
+        problem = f"{type(error).__name__}: {error}"
+        raise ModelLoadError(f"this {family} config.json is incomplete or malformed ({problem})") from None
     return config, rename(hf_state, config)
 
 

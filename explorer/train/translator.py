@@ -119,7 +119,7 @@ def cross_attention_probe(folder: Path):
     from explorer.loading.registry import model_from_state
     from explorer.model import Record
 
-    model = model_from_state(*read_hf_folder(folder))
+    model = model_from_state(*read_hf_folder(folder), device="cpu")
     start = model.config.decoder_start_token_id
 
     @torch.no_grad()
