@@ -69,6 +69,18 @@ def test_step_undo_inspect_cache_force_generate(page):
     wait_plot_title(page, "self-attention", "layer 3, head 2")
     check_heatmap(page, n_prompt + 4)
 
+    # All heads of the layer in one image: clicking head 7 (row 2, column 3) opens it.
+    from explorer.viz.thumbnails import CELL, GAP, LABEL
+
+    image = page.locator("#all-heads img")
+    natural = image.evaluate("img => img.naturalWidth")
+    box = image.bounding_box()
+    scale = box["width"] / natural
+    image.click(position={"x": (2 * (CELL + GAP) + CELL / 2) * scale, "y": (CELL + GAP + LABEL + CELL / 2) * scale})
+    wait_plot_title(page, "self-attention", "layer 3, head 7")
+    assert page.locator("#head input").input_value() == "head 7"
+    shot(page, "decoder-all-heads")
+
     # Click a token: it becomes the outlined query and "Every layer" follows it.
     page.locator("#token-strip .token").nth(3).click()
     page.wait_for_function(

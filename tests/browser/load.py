@@ -1,0 +1,125 @@
+"""Many users stepping at once, through the app's own endpoints (gradio_client).
+
+Each simulated user is one Gradio session (its own ``gr.State``): it loads a model with a
+prompt of its own, steps, and checks after every step that the token strip it got back starts
+with its own prompt and has grown by exactly one token. Used by a test (a few users) and by
+``bench/bench_load.py`` (twenty).
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+
+DECODER = "smollm2-135m-instruct"
+TRANSLATOR = "en-de-numbers"
+SETTINGS = [False, True, 0.0, 0, 1.0, 0]  # chat, KV cache, temperature, top-k, top-p, seed
+
+
+def user_input(user: int) -> tuple[str, str]:
+    """(model, text): even users a decoder prompt, odd users a translator source, each its own."""
+    if user % 2:
+        return TRANSLATOR, f"Wednesday, March {user % 28 + 1}, 20{user + 10}"
+    return DECODER, f"User {user} asks: what is {user} times {user + 1}? The answer is"
+
+
+def strip_text(value) -> str:
+    """The token strip (HighlightedText) as one string, whatever form the client returns."""
+    if isinstance(value, dict):
+        value = value.get("value", value)
+    return "".join(item.get("token", "") if isinstance(item, dict) else str(item[0]) for item in value or [])
+
+
+@dataclass
+class UserRun:
+    user: int
+    latencies_ms: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    crosstalk: list[str] = field(default_factory=list)
+
+
+def run_user(url: str, user: int, steps: int, start: threading.Barrier | None = None) -> UserRun:
+    from gradio_client import Client
+
+    run = UserRun(user)
+    model, text = user_input(user)
+    try:
+        client = Client(url, verbose=False, download_files=False)
+        loaded = client.predict(model, text, *SETTINGS, api_name="/on_load")
+        strip = outputs_by_label(client, "/on_load", loaded)["strip"]
+        own = strip_text(strip)
+        if start is not None:
+            start.wait()
+        count = None
+        for _ in range(steps):
+            begin = time.perf_counter()
+            result = client.predict(text, *SETTINGS, api_name="/on_step")
+            run.latencies_ms.append((time.perf_counter() - begin) * 1000)
+            shown = outputs_by_label(client, "/on_step", result)["strip"]
+            tokens = len(shown["value"] if isinstance(shown, dict) else shown)
+            if not strip_text(shown).startswith(own):
+                run.crosstalk.append(f"user {user} saw {strip_text(shown)[:60]!r}")
+            if count is not None and tokens != count + 1:
+                run.crosstalk.append(f"user {user}: {count} tokens became {tokens}")
+            count = tokens
+    except Exception as error:  # counted, not raised: the report says how many failed
+        run.errors.append(f"user {user}: {type(error).__name__}: {error}")
+    return run
+
+
+_OUTPUT_NAMES: dict[str, list[str]] = {}
+
+
+def outputs_by_label(client, api_name: str, values) -> dict:
+    """The endpoint's outputs by component (the strip is the one labelled "Tokens ...")."""
+    if api_name not in _OUTPUT_NAMES:
+        info = client.view_api(return_format="dict", print_info=False)["named_endpoints"][api_name]
+        _OUTPUT_NAMES[api_name] = ["strip" if r["label"].startswith("Tokens") else r["label"] for r in info["returns"]]
+    return dict(zip(_OUTPUT_NAMES[api_name], values, strict=True))
+
+
+@dataclass
+class LoadReport:
+    users: int
+    steps: int
+    runs: list[UserRun]
+    seconds: float
+
+    @property
+    def latencies(self) -> list[float]:
+        return [ms for run in self.runs for ms in run.latencies_ms]
+
+    @property
+    def errors(self) -> list[str]:
+        return [e for run in self.runs for e in run.errors]
+
+    @property
+    def crosstalk(self) -> list[str]:
+        return [c for run in self.runs for c in run.crosstalk]
+
+    def percentile(self, q: float) -> float:
+        values = sorted(self.latencies)
+        return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.latencies) if self.latencies else float("nan")
+
+
+def simulate_users(url: str, users: int, steps: int) -> LoadReport:
+    """``users`` sessions load at once, then all step ``steps`` times together."""
+    runs: list[UserRun] = [UserRun(u) for u in range(users)]
+    start = threading.Barrier(users, timeout=600)
+
+    def work(u: int) -> None:
+        runs[u] = run_user(url, u, steps, start)
+
+    begin = time.perf_counter()
+    threads = [threading.Thread(target=work, args=(u,)) for u in range(users)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return LoadReport(users, steps, runs, time.perf_counter() - begin)

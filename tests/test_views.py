@@ -1,0 +1,56 @@
+"""What the page's callbacks check before they change a tab's state."""
+
+from __future__ import annotations
+
+import pytest
+
+import explorer
+from explorer.session import InputError
+from explorer.ui.views import MEAN, ExplorerState, checked_query, checked_view
+
+
+@pytest.fixture(scope="module")
+def session(checkpoints):
+    return explorer.GenerationSession(explorer.load_model(str(checkpoints["gpt2"])), "Hello there")
+
+
+@pytest.mark.parametrize(("layer", "head"), [(0, MEAN), (1, "3"), ("1", "0")])
+def test_views_that_exist_are_taken(session, layer, head):
+    assert checked_view(session, layer, head) == (int(layer), head)
+
+
+@pytest.mark.parametrize(
+    ("layer", "head", "says"),
+    [(99, MEAN, "layer 99"), (-1, MEAN, "layer -1"), ("x", MEAN, "whole number"), (None, MEAN, "whole number"),
+     (0, "4", "head '4'"), (0, "-1", "head '-1'"), (0, "../x", "head '../x'")],
+)  # fmt: skip
+def test_views_that_do_not_exist_say_what_to_choose(session, layer, head, says):
+    with pytest.raises(InputError, match="choose") as error:
+        checked_view(session, layer, head)
+    assert says in str(error.value)
+
+
+def test_queries_outside_the_sequence_are_refused(session):
+    assert checked_query(session, 0) == 0
+    for index in (-1, len(session.token_ids), "2", None):
+        with pytest.raises(InputError):
+            checked_query(session, index)
+
+
+def test_a_new_session_keeps_the_view_where_the_model_has_it(session, checkpoints):
+    state = ExplorerState("tiny", layer=1, head="3")
+    state.start("tiny", session)
+    assert (state.layer, state.head) == (1, "3")
+    smaller = explorer.GenerationSession(explorer.load_model(str(checkpoints["marian"])), "twenty-one")
+    state.query = 2
+    state.start("marian", smaller)  # 2 layers, 4 heads: layer 1 stays, head 3 stays
+    assert (state.model_name, state.layer, state.head, state.query) == ("marian", 1, "3", None)
+    state.layer, state.head = 5, "7"
+    state.start("marian", smaller)
+    assert (state.layer, state.head) == (1, MEAN)
+
+
+def test_release_drops_the_session(session):
+    state = ExplorerState("tiny", session=session)
+    state.release()
+    assert state.session is None and state.comparison is None
