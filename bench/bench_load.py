@@ -83,7 +83,7 @@ def main() -> None:
     print(f"\nServer under load: {args.users} users x {args.steps} steps (half SmolLM2, half the translator)")
     print(f"{'measure':52s} {'value':>10s}")
     rows = [
-        ("peak RSS after start and first model load (MB)", f"{idle_mb:.0f}"),
+        ("peak RSS after start, before any model (MB)", f"{idle_mb:.0f}"),
         (f"one user, SmolLM2 to {reached} positions: step median (ms)", f"{statistics.median(single):.0f}"),
         ("one user: step p95 (ms)", f"{p95:.0f}"),
         ("peak RSS with that session (MB)", f"{single_mb:.0f}"),

@@ -25,11 +25,18 @@ def user_input(user: int) -> tuple[str, str]:
     return DECODER, f"User {user} asks: what is {user} times {user + 1}? The answer is"
 
 
-def strip_text(value) -> str:
-    """The token strip (HighlightedText) as one string, whatever form the client returns."""
+def strip_items(value) -> list[dict]:
+    """The token strip (HighlightedText) as a list of {"token", "class_or_confidence"}."""
     if isinstance(value, dict):
-        value = value.get("value", value)
-    return "".join(item.get("token", "") if isinstance(item, dict) else str(item[0]) for item in value or [])
+        if "value" not in value:
+            raise RuntimeError(f"the step changed no token strip (a warning was shown?): {value}")
+        value = value["value"]
+    return [item if isinstance(item, dict) else {"token": item[0]} for item in value or []]
+
+
+def strip_text(value) -> str:
+    """The token strip as one string."""
+    return "".join(item.get("token", "") for item in strip_items(value))
 
 
 @dataclass
@@ -57,13 +64,15 @@ def run_user(url: str, user: int, steps: int, start: threading.Barrier | None = 
             begin = time.perf_counter()
             result = client.predict(text, *SETTINGS, api_name="/on_step")
             run.latencies_ms.append((time.perf_counter() - begin) * 1000)
-            shown = outputs_by_label(client, "/on_step", result)["strip"]
-            tokens = len(shown["value"] if isinstance(shown, dict) else shown)
+            shown = strip_items(outputs_by_label(client, "/on_step", result)["strip"])
             if not strip_text(shown).startswith(own):
                 run.crosstalk.append(f"user {user} saw {strip_text(shown)[:60]!r}")
-            if count is not None and tokens != count + 1:
-                run.crosstalk.append(f"user {user}: {count} tokens became {tokens}")
-            count = tokens
+            if count is not None and len(shown) != count + 1:
+                run.crosstalk.append(f"user {user}: {count} tokens became {len(shown)}")
+            count = len(shown)
+            if shown and shown[-1].get("token") in ("</s>", "<|im_end|>", "<|endoftext|>"):
+                client.predict(text, *SETTINGS, api_name="/on_reset")  # the text ended: start it again
+                count = None
     except Exception as error:  # counted, not raised: the report says how many failed
         run.errors.append(f"user {user}: {type(error).__name__}: {error}")
     return run
