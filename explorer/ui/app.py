@@ -153,9 +153,10 @@ def build_demo() -> gr.Blocks:
                     with gr.Column(scale=1, min_width=240):
                         gr.Markdown(texts.SELF_ATTENTION, elem_classes="explain")
                 gr.Markdown(texts.ALL_HEADS, elem_classes="explain")
+                # No label badge: it would cover the first head's name (the text above says what this is).
                 heads = gr.Image(
-                    label="All heads of this layer (click one to open it)", type="pil", format="png",
-                    interactive=False, elem_id="all-heads", buttons=[],
+                    label="All heads of this layer (click one to open it)", show_label=False, type="pil",
+                    format="png", interactive=False, elem_id="all-heads", buttons=[],
                 )  # fmt: skip
             with gr.Tab("Cross-attention", visible=False, elem_id="tab-cross") as cross_tab:
                 with gr.Row(equal_height=False):
