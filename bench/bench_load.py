@@ -36,16 +36,6 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def server_pid(port_url: str) -> int:
-    import psutil
-
-    port = int(port_url.rsplit(":", 1)[1])
-    for conn in psutil.net_connections(kind="tcp"):
-        if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN:
-            return conn.pid
-    raise RuntimeError("the server process was not found")
-
-
 def one_long_session(url: str, positions: int) -> tuple[int, list[float]]:
     from gradio_client import Client
 
@@ -72,8 +62,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--positions", type=int, default=512)
     args = parser.parse_args()
-    with running_app(ARTIFACTS / "bench-load-app.log") as url:
-        pid = server_pid(url)
+    with running_app(ARTIFACTS / "bench-load-app.log") as (url, server):
+        pid = server.pid
         idle_mb = peak_rss_mb(pid)
         reached, single = one_long_session(url, args.positions)
         single_mb = peak_rss_mb(pid)

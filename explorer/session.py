@@ -378,7 +378,7 @@ class GenerationSession:
     # ------------------------------------------------------------------ attention views
     def self_attention(self, layer: int) -> np.ndarray:
         """(heads, T, T) decoder self-attention stitched over every step so far."""
-        self._check_layer(layer)
+        self.check_layer(layer)
         return self.self_history.matrix(layer, len(self.token_ids))
 
     def query_attention(self, position: int) -> np.ndarray:
@@ -391,7 +391,7 @@ class GenerationSession:
     def cross_attention(self, layer: int) -> np.ndarray:
         """(heads, T, S) cross-attention of every target token over the source."""
         self._require_translator("cross-attention")
-        self._check_layer(layer)
+        self.check_layer(layer)
         return self.cross_history.matrix(layer, len(self.source_ids))
 
     def encoder_attention(self, layer: int) -> np.ndarray:
@@ -401,7 +401,8 @@ class GenerationSession:
             raise InputError(f"encoder layer {layer} does not exist; choose 0 to {self.config.n_encoder_layers - 1}")
         return self.encoder_history.matrix(layer, len(self.source_ids))
 
-    def _check_layer(self, layer: int) -> None:
+    def check_layer(self, layer: int) -> None:
+        """Refuse a decoder layer the model does not have, saying which exist."""
         if not 0 <= layer < self.config.n_layers:
             raise InputError(f"layer {layer} does not exist; choose 0 to {self.config.n_layers - 1}")
 

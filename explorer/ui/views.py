@@ -60,8 +60,7 @@ def checked_view(session: GenerationSession, layer, head) -> tuple[int, str]:
         layer_index = int(layer)
     except (TypeError, ValueError):
         raise InputError(f"the layer must be a whole number; choose 0 to {c.n_layers - 1}") from None
-    if not 0 <= layer_index < c.n_layers:
-        raise InputError(f"layer {layer_index} does not exist; choose 0 to {c.n_layers - 1}")
+    session.check_layer(layer_index)
     head_choice = str(head)
     if head_choice != MEAN and not (head_choice.isdigit() and int(head_choice) < c.n_heads):
         raise InputError(f"head {head_choice!r} does not exist; choose the average or a head from 0 to {c.n_heads - 1}")

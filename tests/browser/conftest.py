@@ -34,7 +34,7 @@ NETCUT = ROOT / "tests" / "netcut"  # its sitecustomize cuts the app off the net
 
 @contextlib.contextmanager
 def running_app(log_path: Path, **env_overrides: str):
-    """Start ``python app.py`` with the network cut off; yield its URL; stop it.
+    """Start ``python app.py`` with the network cut off; yield (its URL, its process); stop it.
 
     The app must start and serve with no network at all (not only with HF_HUB_OFFLINE set),
     as on this project's machines and on a Space whose Hub is down.
@@ -65,7 +65,7 @@ def running_app(log_path: Path, **env_overrides: str):
                     break
                 except OSError:
                     time.sleep(0.5)
-            yield url
+            yield url, process
         finally:
             process.terminate()
             try:
@@ -77,7 +77,7 @@ def running_app(log_path: Path, **env_overrides: str):
 @pytest.fixture(scope="session")
 def app_url(checkpoints):
     log_path = ARTIFACTS / "app.log"
-    with running_app(log_path, DECODER_EXPLORER_MODEL_DIRS=str(checkpoints["marian"].parent)) as url:
+    with running_app(log_path, DECODER_EXPLORER_MODEL_DIRS=str(checkpoints["marian"].parent)) as (url, _):
         yield url
     # A callback that failed on the server shows the user nothing useful: none may fail. Gradio's
     # own refusals of out-of-range input (tests send some on purpose) are logged as tracebacks too.

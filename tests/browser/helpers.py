@@ -21,7 +21,7 @@ def plot(page, elem_id: str) -> dict:
         """id => {
             const g = document.querySelector(`#${id} .js-plotly-plot`);
             if (!g || !g.data) return null;
-            // plotly.py sends numpy arrays as {dtype, bdata (base64), shape}: decode to rows
+            // the app sends arrays as plotly typed arrays {dtype, bdata (base64), shape}: decode to rows
             const kinds = {f8: Float64Array, f4: Float32Array, i4: Int32Array, i2: Int16Array, i1: Int8Array,
                            u4: Uint32Array, u2: Uint16Array, u1: Uint8Array};
             const rows = z => {
