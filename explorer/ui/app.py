@@ -325,9 +325,11 @@ def build_demo() -> gr.Blocks:
                 with st.lock if st is not None else contextlib.nullcontext():
                     st, fresh = current(st, *values)
                 stop_requests.discard(request.session_hash)
+                st.stop_requested = False
                 for i in range(int(limit)):
                     with st.lock:  # one step at a time, between other events of this tab
-                        if st.session is None or st.session.finished or request.session_hash in stop_requests:
+                        stopped = st.stop_requested or request.session_hash in stop_requests
+                        if st.session is None or st.session.finished or stopped:
                             break
                         st.session.step()
                         st.query = None
@@ -337,10 +339,13 @@ def build_demo() -> gr.Blocks:
                 gr.Warning(str(error))
                 yield gr.skip()
 
-        def on_stop(request: gr.Request):
-            # Keyed by the browser tab and outside the queue: Stop must not wait for the tab's
-            # lock, which the running Generate takes for each step.
+        def on_stop(request: gr.Request, st):
+            # Outside the queue and without the tab's lock (the running Generate takes it for
+            # each step): a flag on the tab's state, and its session hash as well, since the
+            # full browser suite once saw a Stop that the hash alone did not end.
             stop_requests.add(request.session_hash)
+            if st is not None:
+                st.stop_requested = True
 
         @tab_event
         def on_undo(st):
@@ -438,7 +443,7 @@ def build_demo() -> gr.Blocks:
         stepped = {state, *step_views, *session_outputs}
         step_button.click(on_step, [state, *settings], stepped, **quick)
         generate_event = generate_button.click(on_generate, [state, max_new, *settings], stepped, **quick)
-        stop_button.click(on_stop, None, None, queue=False, cancels=[generate_event])
+        stop_button.click(on_stop, [state], None, queue=False, cancels=[generate_event])
         undo_button.click(on_undo, [state], {state, *step_views}, **quick)
         reset_button.click(on_reset, [state, *settings], everything)
         candidates.select(on_candidate, [state], {state, *step_views}, **quick)

@@ -26,6 +26,7 @@ class ExplorerState:
     query: int | None = None  # the selected query position; None follows the newest token
     comparison: CacheComparison | None = None
     tab: str = "self"  # the open tab: only its figures are built and sent
+    stop_requested: bool = False  # set by Stop (without the lock), read by a running Generate
     # One event at a time per tab: a Step clicked during a Generate waits for the current step.
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
