@@ -10,6 +10,7 @@ import contextlib
 import functools
 import logging
 import os
+import time
 import weakref
 from collections.abc import Callable
 
@@ -48,6 +49,12 @@ CSS = """
 @media (max-width: 640px) { .gradio-container { padding: 4px !important; } }
 """
 
+
+# Generate streams faster than a browser draws: a step takes ~0.1 s here, redrawing the figures
+# ~0.25 s. Were every step's figures sent, the page would fall ever further behind (30 s after
+# 250 steps) and a click on Stop would wait behind that backlog. So the token strip and status
+# follow every step, and the figures and candidates at most this often, and after the last step.
+FIGURES_EVERY_S = 0.5
 
 stop_requests: set[str] = set()  # browser sessions whose running Generate should end
 # Each open browser tab's state, by Gradio's session hash, so that closing the tab can free its
@@ -184,18 +191,19 @@ def build_demo() -> gr.Blocks:
         figures = {self_plot, heads, cross_plot, encoder_plot, layers_plot, timing_plot}
         step_views = {status, strip, candidates, cache_info, *figures}
 
-        def render(st: ExplorerState, *, full: bool = False) -> dict:
+        def render(st: ExplorerState, *, full: bool = False, with_figures: bool = True) -> dict:
             """What a step changes: the text views, and the figures of the open tab only
-            (``full`` adds what only a new session changes)."""
+            (``full`` adds what only a new session changes; ``with_figures=False`` leaves out the
+            figures and candidates, which are slow to draw)."""
             session = st.session
             out = {
                 state: st,
                 status: views.status_line(st),
                 strip: views.token_strip(st),
-                candidates: views.candidate_rows(session),
                 cache_info: views.cache_summary(st),
-                **tab_views(st),
             }
+            if with_figures:
+                out.update({candidates: views.candidate_rows(session), **tab_views(st)})
             if full:
                 out.update(session_views(st))
             return out
@@ -326,6 +334,8 @@ def build_demo() -> gr.Blocks:
                     st, fresh = current(st, *values)
                 stop_requests.discard(request.session_hash)
                 st.stop_requested = False
+                figures_sent_at = 0.0
+                figures_behind = False  # the screen's figures show an earlier step than the session
                 for i in range(int(limit)):
                     with st.lock:  # one step at a time, between other events of this tab
                         stopped = st.stop_requested or request.session_hash in stop_requests
@@ -333,19 +343,32 @@ def build_demo() -> gr.Blocks:
                             break
                         st.session.step()
                         st.query = None
-                        views_now = render(st, full=fresh and i == 0)
+                        due = time.perf_counter() - figures_sent_at >= FIGURES_EVERY_S or st.session.finished
+                        views_now = render(st, full=fresh and i == 0, with_figures=due)
+                    if due:
+                        figures_sent_at = time.perf_counter()
+                    figures_behind = not due
+                    yield views_now
+                if figures_behind and st.session is not None:
+                    with st.lock:
+                        views_now = render(st)
                     yield views_now
             except USER_ERRORS as error:
                 gr.Warning(str(error))
                 yield gr.skip()
 
         def on_stop(request: gr.Request, st):
-            # Outside the queue and without the tab's lock (the running Generate takes it for
-            # each step): a flag on the tab's state, and its session hash as well, since the
-            # full browser suite once saw a Stop that the hash alone did not end.
-            stop_requests.add(request.session_hash)
-            if st is not None:
-                st.stop_requested = True
+            """End a running Generate after its current step, and draw that step in full.
+
+            Outside the queue, so that it is not queued behind the Generate it ends. Gradio's
+            cancel (wired below) may end the Generate before it sends its last step's figures
+            (it sends them at most every FIGURES_EVERY_S), so Stop sends them itself."""
+            stop_requests.add(request.session_hash)  # also ends a Generate that has no state yet
+            if st is None:
+                return gr.skip()
+            st.stop_requested = True
+            with st.lock:  # after the step that is running
+                return render(st) if st.session is not None else gr.skip()
 
         @tab_event
         def on_undo(st):
@@ -443,7 +466,7 @@ def build_demo() -> gr.Blocks:
         stepped = {state, *step_views, *session_outputs}
         step_button.click(on_step, [state, *settings], stepped, **quick)
         generate_event = generate_button.click(on_generate, [state, max_new, *settings], stepped, **quick)
-        stop_button.click(on_stop, [state], None, queue=False, cancels=[generate_event])
+        stop_button.click(on_stop, [state], {state, *step_views}, queue=False, cancels=[generate_event])
         undo_button.click(on_undo, [state], {state, *step_views}, **quick)
         reset_button.click(on_reset, [state, *settings], everything)
         candidates.select(on_candidate, [state], {state, *step_views}, **quick)

@@ -205,17 +205,17 @@ def test_generate_streams_and_stops(page):
     wait_strip_starts_with(page, "Once upon a time, in a small village,")
     n_prompt = 10  # SmolLM2 tokens of the prompt
     page.wait_for_function(  # streamed: the strip grows step by step
-        "n => document.querySelectorAll('#token-strip .token').length >= n", arg=n_prompt + 3
+        "n => document.querySelectorAll('#token-strip .token').length >= n", arg=n_prompt + 25
     )
+    shown = len(tokens(page))
     page.click("#stop")
-    # Known bug (see the session notes): in full-suite runs a first Stop has sometimes not
-    # reached the running Generate. A person would click again; the test does so once, and
-    # still fails if that does not stop it either.
-    count = len(tokens(page))
-    page.wait_for_timeout(2000)
-    if len(tokens(page)) > count + 2:
-        page.click("#stop")
     idle(page)
     stopped = len(tokens(page))
     page.wait_for_timeout(1500)
-    assert len(tokens(page)) == stopped < n_prompt + 256  # stopped, long before the limit
+    assert len(tokens(page)) == stopped
+    # Stop ends Generate within a few steps of the click (a step is ~0.1 s; the margin is for a
+    # busy machine), long before the limit of 256.
+    assert stopped <= shown + 20
+    # Generate sends figures less often than tokens (a browser draws slower than the model
+    # steps); after Stop they show the last token.
+    wait_plot_rows(page, "self-attention", stopped)
