@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from explorer.loading import LoadedModel
-from explorer.model import ATTENTION, NOTHING, ContextWindowError, KVCache, Trace
+from explorer.model import ATTENTION, NOTHING, ContextWindowError, KVCache, Record, Trace
 from explorer.sampling import SamplingSettings, choose_token
 from explorer.tokens import continuation_texts, piece_text, piece_texts
 
@@ -232,13 +232,13 @@ class GenerationSession:
         start = self.config.decoder_start_token_id
         return start if start is not None else self.config.pad_token_id
 
-    def _tensor(self, ids: list[int]) -> torch.Tensor:
+    def ids_tensor(self, ids: list[int]) -> torch.Tensor:
         """(1, len(ids)) on the model's device (a GPU when the loader found one)."""
         return torch.tensor([ids], device=self.model_device)
 
     @torch.inference_mode()
     def _run_encoder(self) -> None:
-        src = self._tensor(self.source_ids)
+        src = self.ids_tensor(self.source_ids)
         self.memory, trace = self.model.encode(src, record=self.record)
         if "attention" in self.record:
             for i in range(self.config.n_encoder_layers):
@@ -252,6 +252,18 @@ class GenerationSession:
             return self.model(ids, self.memory, cache=self.cache, last_only=True, **kwargs)
         return self.model(ids, cache=self.cache, last_only=True, **kwargs)
 
+    @torch.inference_mode()
+    def full_pass(self, record: Record = NOTHING, causal: bool = True):
+        """The whole sequence in one parallel (teacher-forced) pass, without the cache.
+
+        Leaves the session as it was; the logit lens, the causal proof and its mask-free
+        sandbox read this pass. Returns the model's Output: logits (1, T, vocab) and the trace.
+        """
+        ids = self.ids_tensor(self.token_ids)  # (1, T)
+        if self.is_encoder_decoder:
+            return self.model(ids, self.memory, cache=None, record=record, causal=causal)
+        return self.model(ids, cache=None, record=record, causal=causal)
+
     def _process(self, n_new: int) -> tuple[float, Trace]:
         """Run the model so that the last ``n_new`` tokens are processed; keep their rows.
 
@@ -259,9 +271,9 @@ class GenerationSession:
         """
         record = self.record
         if self.use_cache:
-            ids = self._tensor(self.token_ids[-n_new:])  # (1, n_new): only the new tokens
+            ids = self.ids_tensor(self.token_ids[-n_new:])  # (1, n_new): only the new tokens
         else:
-            ids = self._tensor(self.token_ids)  # (1, T): everything again
+            ids = self.ids_tensor(self.token_ids)  # (1, T): everything again
         start = time.perf_counter()
         output = self._forward(ids, record=record)
         if ids.is_cuda:
@@ -325,6 +337,14 @@ class GenerationSession:
             raise InputError(f"token id {token_id} is outside the vocabulary (0 to {self.config.vocab_size - 1})")
         return self._append(int(token_id), forced=True)
 
+    def append_recorded(self, token_id: int, forced: bool) -> StepResult:
+        """Append a token that an earlier run chose (a saved session or a shared link being
+        restored), keeping whether the user had forced it."""
+        self._check_can_step()
+        if not 0 <= int(token_id) < self.config.vocab_size:
+            raise InputError(f"token id {token_id} is outside the vocabulary (0 to {self.config.vocab_size - 1})")
+        return self._append(int(token_id), forced=forced)
+
     def _append(self, token: int, forced: bool) -> StepResult:
         top = self.top_candidates()
         self.token_ids.append(token)
@@ -373,7 +393,7 @@ class GenerationSession:
             self.cache = None
             return
         self.cache = self.model.new_cache()
-        self._forward(self._tensor(self.token_ids))  # fills the cache
+        self._forward(self.ids_tensor(self.token_ids))  # fills the cache
 
     # ------------------------------------------------------------------ attention views
     def self_attention(self, layer: int) -> np.ndarray:

@@ -1,0 +1,109 @@
+"""The loaded model's architecture, and what one step costs in arithmetic and memory.
+
+FLOPs count a multiply-add as two. A step with the cache processes one new position over
+T keys; without the cache it reprocesses all T positions (the mask hides the future, but
+the products are still computed, so they are counted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from explorer.model import ModelConfig
+
+NORM_NAMES = {"layer": "LayerNorm", "rms": "RMSNorm"}
+POSITION_NAMES = {
+    "learned": "learned position vectors, added to the token vectors",
+    "sinusoidal": "fixed sinusoidal position vectors, added to the token vectors",
+    "rope": "rotary (RoPE): queries and keys rotated by position inside attention",
+}
+
+
+def parameter_count(model: torch.nn.Module) -> int:
+    """Parameters counted once even when shared (tied embeddings)."""
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+
+
+def architecture_rows(config: ModelConfig, parameters: int) -> list[tuple[str, str]]:
+    """(property, value) rows describing the model, in the order a learner reads them."""
+    c = config
+    kind = "encoder-decoder (a translator)" if c.is_encoder_decoder else "decoder-only"
+    grouped = (
+        f"{c.n_kv_heads} (each shared by {c.queries_per_kv_head} query heads: grouped-query attention)"
+        if c.queries_per_kv_head > 1
+        else f"{c.n_kv_heads} (one per query head)"
+    )
+    ffn = f"{c.d_ff} wide, {c.activation}" + (", gated (SwiGLU: act(gate) x up)" if c.gated_ffn else "")
+    placement = "pre-norm: x + f(norm(x))" if c.norm_first else "post-norm: norm(x + f(x))"
+    rows = [
+        ("kind", f"{kind}, {c.family} family"),
+        ("parameters", f"{parameters / 1e6:.1f} M"),
+        ("decoder layers", str(c.n_layers)),
+    ]
+    if c.is_encoder_decoder:
+        rows.append(("encoder layers", str(c.n_encoder_layers)))
+    rows += [
+        ("residual width (d_model)", str(c.d_model)),
+        ("attention heads", f"{c.n_heads} of {c.head_dim} dimensions"),
+        ("key/value heads", grouped),
+        ("feed-forward", ffn),
+        ("norm", f"{NORM_NAMES[c.norm]}, {placement}" + (", and a final norm" if c.final_norm else "")),
+        ("positions", POSITION_NAMES[c.positions] + (f" (theta {c.rope_theta:g})" if c.positions == "rope" else "")),
+        ("context window", f"{c.max_positions:,} positions"),
+        ("vocabulary", f"{c.vocab_size:,} tokens"),
+        ("output head", "tied to the token embeddings" if c.tie_embeddings else "its own weights"),
+    ]
+    return rows
+
+
+@dataclass
+class StepCost:
+    attention_projections: int  # q, k, v and output projections (self and cross)
+    attention_scores: int  # q.k products and the weighted sums of values
+    feed_forward: int
+    output_head: int
+
+    @property
+    def attention(self) -> int:
+        return self.attention_projections + self.attention_scores
+
+    @property
+    def total(self) -> int:
+        return self.attention + self.feed_forward + self.output_head
+
+
+def step_flops(config: ModelConfig, positions: int, use_cache: bool, source_positions: int = 0) -> StepCost:
+    """FLOPs of the step that processed position ``positions - 1`` (a sequence of ``positions``).
+
+    With the cache one query row is computed over ``positions`` keys; without it every row
+    is recomputed. The output head runs on the last position only, as the session's does.
+    A translator's cross-attention keys and values of the source are cached after the first
+    step; without the cache they are recomputed every step.
+    """
+    c = config
+    d, hd, heads, kv = c.d_model, c.head_dim, c.n_heads, c.n_kv_heads
+    rows = 1 if use_cache else positions
+    per_layer_proj = 2 * rows * d * heads * hd * 2 + 2 * rows * d * kv * hd * 2  # q and o; k and v
+    per_layer_scores = 4 * heads * rows * positions * hd  # q.k^T and weights @ v
+    if c.is_encoder_decoder:
+        per_layer_proj += 2 * rows * d * heads * hd * 2  # cross q and o
+        if not use_cache:
+            per_layer_proj += 2 * source_positions * d * kv * hd * 2  # cross k and v of the source
+        per_layer_scores += 4 * heads * rows * source_positions * hd
+    per_layer_ffn = 2 * rows * d * c.d_ff * (3 if c.gated_ffn else 2)
+    return StepCost(
+        attention_projections=c.n_layers * per_layer_proj,
+        attention_scores=c.n_layers * per_layer_scores,
+        feed_forward=c.n_layers * per_layer_ffn,
+        output_head=2 * d * c.vocab_size,
+    )
+
+
+def kv_cache_bytes(config: ModelConfig, positions: int, bytes_per_value: int, source_positions: int = 0) -> int:
+    """2 (keys and values) x layers x kv_heads x head_dim x positions x bytes per value,
+    plus a translator's cached cross-attention keys and values of the source."""
+    c = config
+    per_position = 2 * c.n_layers * c.n_kv_heads * c.head_dim * bytes_per_value
+    return per_position * (positions + source_positions)

@@ -1,0 +1,96 @@
+"""The causal proof, live: one parallel pass against the step-by-step run, and a sandbox
+that removes the mask to show what it prevents.
+
+Training runs every position of a text in one pass; generation runs one token at a time.
+They agree only because of the causal mask: position i never reads positions after i, so
+its output cannot depend on them. ``parallel_check`` measures that agreement on the
+session's own tokens; ``unmasked_pass`` shows the alternative.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from explorer.model import ATTENTION
+from explorer.session import GenerationSession
+
+
+@dataclass
+class ParallelCheck:
+    positions: int
+    max_logit_difference: float  # one parallel pass vs one token at a time, over every position
+    max_attention_difference: float  # the parallel pass's attention vs the attention on screen
+    same_predictions: bool  # the most probable next token agrees at every position
+    largest_logit: float  # for scale: the largest |logit| of the parallel pass
+
+
+@torch.inference_mode()
+def step_by_step_logits(session: GenerationSession) -> torch.Tensor:
+    """(T, vocab) logits of every position, fed one token at a time through a fresh KV cache,
+    as Step does (the prompt included, which Step's prefill runs in one pass)."""
+    model, cache = session.model, session.model.new_cache()
+    rows = []
+    for i in range(len(session.token_ids)):
+        ids = session.ids_tensor(session.token_ids[i : i + 1])  # (1, 1)
+        if session.is_encoder_decoder:
+            out = model(ids, session.memory, cache=cache)
+        else:
+            out = model(ids, cache=cache)
+        rows.append(out.logits[0, -1].float().cpu())
+    return torch.stack(rows)
+
+
+def parallel_check(session: GenerationSession) -> ParallelCheck:
+    full = session.full_pass(ATTENTION)
+    parallel = full.logits[0].float().cpu()  # (T, vocab)
+    stepwise = step_by_step_logits(session)
+    attention_diff = 0.0
+    n = len(session.token_ids)
+    for i in range(session.config.n_layers):
+        shown = session.self_history.matrix(i, n)  # (heads, T, T), stored as float16
+        attention_diff = max(attention_diff, float(np.abs(full.trace.self_attention(i)[0].cpu().numpy() - shown).max()))
+        if session.is_encoder_decoder:
+            shown = session.cross_history.matrix(i, len(session.source_ids))
+            parallel_cross = full.trace.cross_attention(i)[0].cpu().numpy()
+            attention_diff = max(attention_diff, float(np.abs(parallel_cross - shown).max()))
+    return ParallelCheck(
+        positions=n,
+        max_logit_difference=float((parallel - stepwise).abs().max()),
+        max_attention_difference=attention_diff,
+        same_predictions=bool((parallel.argmax(-1) == stepwise.argmax(-1)).all()),
+        largest_logit=float(parallel.abs().max()),
+    )
+
+
+@dataclass
+class Sandbox:
+    """One pass over the session's tokens with the causal mask removed."""
+
+    attention: list[np.ndarray]  # per layer (heads, T, T): now with weight above the diagonal
+    future_weight: float  # mean over layers, heads and rows (all but the last) of the weight on later positions
+    changed: list[tuple[int, int, int]]  # (position, masked top token, unmasked top token) where they differ
+    max_logit_difference: float  # unmasked vs masked logits, over every position
+
+
+@torch.inference_mode()
+def unmasked_pass(session: GenerationSession) -> Sandbox:
+    """What the model computes when every position may read the future. The session is
+    untouched: this is a separate pass without the cache."""
+    masked = session.full_pass().logits[0].float().cpu()  # (T, vocab)
+    free = session.full_pass(ATTENTION, causal=False)
+    unmasked = free.logits[0].float().cpu()
+    attention = [free.trace.self_attention(i)[0].float().cpu().numpy() for i in range(session.config.n_layers)]
+    n = len(session.token_ids)
+    future = np.triu(np.ones((n, n), dtype=bool), k=1)  # (T, T) key after query
+    per_row = [(a * future).sum(-1)[:, : n - 1].mean() for a in attention] if n > 1 else [0.0]
+    top_masked, top_free = masked.argmax(-1).tolist(), unmasked.argmax(-1).tolist()
+    changed = [(i, a, b) for i, (a, b) in enumerate(zip(top_masked, top_free, strict=True)) if a != b]
+    return Sandbox(
+        attention=attention,
+        future_weight=float(np.mean(per_row)),
+        changed=changed,
+        max_logit_difference=float((unmasked - masked).abs().max()),
+    )

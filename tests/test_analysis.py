@@ -1,0 +1,223 @@
+"""The logit lens, the causal proof and its sandbox, head-role scores, costs, saved sessions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import explorer
+from explorer.analysis import cost, lens, proof, roles, snapshot
+from explorer.model import ModelConfig
+from explorer.session import InputError
+
+
+@pytest.fixture(scope="module")
+def models(checkpoints):
+    return {name: explorer.load_model(str(path)) for name, path in checkpoints.items()}
+
+
+def stepped(loaded, text="the cat sat on the mat", steps=6, **kwargs):
+    session = explorer.GenerationSession(loaded, text, **kwargs)
+    for _ in range(steps):
+        session.step()
+    return session
+
+
+# ---------------------------------------------------------------- logit lens
+@pytest.mark.parametrize("family", ["gpt2", "llama", "marian"])
+def test_logit_lens_last_layer_is_the_real_prediction(models, family):
+    session = stepped(models[family])
+    result = lens.logit_lens(session, k=5)
+    assert [r.label for r in result.rows] == ["embeddings"] + [f"layer {i}" for i in range(session.config.n_layers)]
+    last = result.rows[-1]
+    real = session.next_token_probabilities()
+    values, ids = real.topk(5)
+    assert last.token_ids == ids.tolist()
+    assert np.allclose(last.probabilities, values.numpy(), atol=1e-5)
+    assert result.next_token_id is None  # the newest token has no successor yet
+
+
+def test_logit_lens_at_an_earlier_token_marks_what_followed(models):
+    session = stepped(models["gpt2"])
+    position = session.prompt_length
+    result = lens.logit_lens(session, position=position)
+    assert result.next_token_id == session.token_ids[position + 1]
+    # greedy decoding took the top token of the last layer there
+    assert result.rows[-1].token_ids[0] == session.token_ids[position + 1]
+    with pytest.raises(InputError, match="does not exist"):
+        lens.logit_lens(session, position=len(session.token_ids))
+
+
+def test_logit_lens_leaves_the_session_alone(models):
+    session = stepped(models["llama"])
+    before = (list(session.token_ids), session.next_logits(), session.cache.length)
+    lens.logit_lens(session)
+    assert session.token_ids == before[0] and torch.equal(session.next_logits(), before[1])
+    assert session.cache.length == before[2]
+
+
+# ---------------------------------------------------------------- causal proof
+@pytest.mark.parametrize("family", ["gpt2", "llama", "marian"])
+def test_parallel_pass_equals_the_step_by_step_run(models, family):
+    session = stepped(models[family])
+    check = proof.parallel_check(session)
+    assert check.positions == len(session.token_ids)
+    assert check.max_logit_difference <= 1e-4 * max(1.0, check.largest_logit)
+    assert check.max_attention_difference <= 2e-3  # the history on screen is stored as float16
+    assert check.same_predictions
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "marian"])
+def test_without_the_mask_the_future_leaks_and_the_session_is_untouched(models, family):
+    session = stepped(models[family])
+    tokens, history = list(session.token_ids), session.self_attention(0).copy()
+    sandbox = proof.unmasked_pass(session)
+    n = len(tokens)
+    above = np.triu(np.ones((n, n), bool), k=1)
+    assert all(a.shape[1:] == (n, n) for a in sandbox.attention)
+    assert all((a[:, above] > 0).any() for a in sandbox.attention)  # weight on later positions
+    assert sandbox.future_weight > 0.05
+    assert sandbox.max_logit_difference > 1e-3  # earlier positions now predict from the future
+    assert all(p < n - 1 for p, _, _ in sandbox.changed)  # the last position saw everything anyway
+    assert session.token_ids == tokens and np.array_equal(session.self_attention(0), history)
+    assert (session.self_attention(0)[:, above] == 0).all()
+
+
+# ---------------------------------------------------------------- head roles on constructed attention
+def one_hot_rows(n: int, key_of_query) -> np.ndarray:
+    a = np.zeros((1, n, n))
+    for i in range(n):
+        a[0, i, key_of_query(i)] = 1.0
+    return a
+
+
+def test_role_scores_on_constructed_heads():
+    n = 10
+    previous = one_hot_rows(n, lambda i: max(i - 1, 0))
+    first = one_hot_rows(n, lambda i: 0)
+    diagonal = one_hot_rows(n, lambda i: i)
+    uniform = np.tril(np.ones((n, n)))[None] / np.arange(1, n + 1)[None, :, None]
+    heads = np.concatenate([previous, first, diagonal, uniform])  # (4, n, n)
+    assert np.allclose(roles.previous_token_score(heads)[:3], [1, 0, 0])
+    assert np.allclose(roles.first_token_score(heads)[:3], [0, 1, 0])
+    assert np.allclose(roles.self_score(heads)[:3], [0, 0, 1])
+    assert roles.previous_token_score(heads)[3] < 0.3  # spread out: no role
+    entropy = roles.row_entropy(heads)
+    assert np.allclose(entropy[:3], 0) and entropy[3] > 1.0
+    scores = {"previous token": roles.previous_token_score(heads)[None], "first token": roles.first_token_score(heads)[None],
+              "self": roles.self_score(heads)[None]}  # fmt: skip
+    assert roles.assign_tags(scores) == [["previous token", "first token", "self", ""]]
+
+
+def test_induction_score_on_a_constructed_head():
+    start, period = 1, 5
+    n = start + 2 * period
+    induction = one_hot_rows(n, lambda i: i - period + 1 if i >= start + period else 0)
+    previous = one_hot_rows(n, lambda i: max(i - 1, 0))
+    scores = roles.induction_score(np.concatenate([induction, previous]), start, period)
+    assert np.allclose(scores, [1.0, 0.0])
+
+
+def test_alignment_score_on_constructed_cross_attention():
+    t, s = 6, 6
+    diagonal = np.eye(t, s)[None]
+    backwards = np.eye(t, s)[::-1][None]
+    uniform = np.full((1, t, s), 1 / s)
+    scores = roles.alignment_score(np.concatenate([diagonal, backwards, uniform]))
+    assert scores[0] == pytest.approx(1.0) and scores[1] == pytest.approx(0.0) and scores[2] < 0.2
+
+
+@pytest.mark.parametrize("family", ["gpt2", "marian"])
+def test_head_roles_of_a_model_have_every_layer_and_head(models, family):
+    session = stepped(models[family])
+    result = roles.head_roles(session)
+    c = session.config
+    assert all(v.shape == (c.n_layers, c.n_heads) for v in result.scores.values())
+    assert ("alignment" in result.scores) == (family == "marian")
+    assert len(result.tags) == c.n_layers and all(len(r) == c.n_heads for r in result.tags)
+    assert all(0 <= v.min() and v.max() <= 1 + 1e-6 for v in result.scores.values())
+    assert "layer 0, head 0" in result.summary(0, 0)
+
+
+def test_head_roles_need_a_few_tokens(models):
+    session = explorer.GenerationSession(models["gpt2"], "hi")
+    with pytest.raises(InputError, match="at least"):
+        roles.head_roles(session)
+
+
+# ---------------------------------------------------------------- architecture and cost
+def test_kv_cache_formula_matches_the_measured_cache(models):
+    for family in ("gpt2", "llama", "marian"):
+        session = stepped(models[family])
+        c = session.config
+        formula = cost.kv_cache_bytes(c, len(session.token_ids), 4, len(session.source_ids) if c.is_encoder_decoder else 0)
+        assert formula == session.cache_bytes
+
+
+def test_step_flops_hand_computed():
+    c = ModelConfig(family="gpt2", vocab_size=100, d_model=8, n_layers=2, n_heads=2, d_ff=32, max_positions=64)
+    cached = cost.step_flops(c, positions=10, use_cache=True)
+    # per layer: q,k,v,o projections 4 x 2*8*8; scores 4 * 2 heads * 1 row * 10 keys * 4 dims; ffn 2 * 2*8*32
+    assert cached.attention_projections == 2 * 4 * 2 * 8 * 8
+    assert cached.attention_scores == 2 * 4 * 2 * 1 * 10 * 4
+    assert cached.feed_forward == 2 * 2 * 2 * 8 * 32
+    assert cached.output_head == 2 * 8 * 100
+    uncached = cost.step_flops(c, positions=10, use_cache=False)
+    assert uncached.feed_forward == 10 * cached.feed_forward
+    assert uncached.attention_scores == 10 * cached.attention_scores  # every row over every key
+
+
+def test_architecture_rows_name_the_structure(models):
+    llama = models["llama"]
+    rows = dict(cost.architecture_rows(llama.config, cost.parameter_count(llama.model)))
+    assert "RMSNorm" in rows["norm"] and "pre-norm" in rows["norm"]
+    assert "rotary" in rows["positions"] and rows["decoder layers"] == str(llama.config.n_layers)
+    marian = dict(cost.architecture_rows(models["marian"].config, 1))
+    assert "post-norm" in marian["norm"] and "encoder layers" in marian
+
+
+# ---------------------------------------------------------------- saved sessions and links
+@pytest.mark.parametrize("family", ["gpt2", "marian"])
+def test_saved_session_restores_tokens_forced_steps_and_attention(models, family):
+    loaded = models[family]
+    session = stepped(loaded, steps=3)
+    session.force(session.top_candidates()[2].token_id)
+    session.step()
+    snap = snapshot.snapshot_of("tiny", session, layer=1, head="0", query=2, tab="lens")
+    data = snapshot.save_bytes(snap, session)
+    read, arrays = snapshot.read_bytes(data)
+    assert read == snap
+    restored = snapshot.restore(loaded, read)
+    assert restored.token_ids == session.token_ids
+    assert [s.forced for s in restored.steps] == [s.forced for s in session.steps]
+    assert snapshot.attention_difference(restored, arrays) <= 1e-3
+
+
+def test_a_file_that_is_not_a_session_is_refused():
+    for data in (b"", b"hello", b"PK\x03\x04 broken zip"):
+        with pytest.raises(InputError, match="not a session"):
+            snapshot.read_bytes(data)
+    import io
+
+    buffer = io.BytesIO()
+    np.savez(buffer, description=np.frombuffer(b'{"format": "other"}', dtype=np.uint8))
+    with pytest.raises(InputError, match="not a session"):
+        snapshot.read_bytes(buffer.getvalue())
+    buffer = io.BytesIO()
+    np.save(buffer, np.array([object()], dtype=object), allow_pickle=True)  # a pickle is never loaded
+    with pytest.raises(InputError):
+        snapshot.read_bytes(buffer.getvalue())
+
+
+def test_link_round_trip_and_refusals():
+    snap = snapshot.Snapshot(model="m", text="a & b = c?", generated=[5, 6, 7], forced=[1], layer=2, head="3", query=4)
+    query = snapshot.query_string(snap)
+    from urllib.parse import parse_qsl
+
+    assert snapshot.from_query(dict(parse_qsl(query[1:]))) == snap
+    assert snapshot.from_query({}) is None
+    with pytest.raises(InputError, match="damaged"):
+        snapshot.from_query({"model": "m", "text": "t", "tokens": "1,x"})
+    with pytest.raises(InputError, match="file instead"):
+        snapshot.query_string(snapshot.Snapshot(model="m", text="x" * 20_000))
