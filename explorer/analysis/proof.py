@@ -71,7 +71,10 @@ class Sandbox:
 
     attention: list[np.ndarray]  # per layer (heads, T, T): now with weight above the diagonal
     future_weight: float  # mean over layers, heads and rows (all but the last) of the weight on later positions
-    changed: list[tuple[int, int, int]]  # (position, masked top token, unmasked top token) where they differ
+    # (position, masked top token, unmasked top token) where they differ. The last position can
+    # change too: its first layer reads what it read before, but later layers read the earlier
+    # positions' states, which now include the future.
+    changed: list[tuple[int, int, int]]
     max_logit_difference: float  # unmasked vs masked logits, over every position
 
 

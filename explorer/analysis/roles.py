@@ -144,6 +144,7 @@ def head_roles(session: GenerationSession) -> HeadRoles:
     repeated, start = induction_attention(session)
     scores["induction"] = np.stack([induction_score(a, start, INDUCTION_PERIOD) for a in repeated])
     if session.is_encoder_decoder:
-        scores["alignment"] = np.stack([alignment_score(session.cross_attention(i)) for i in range(session.config.n_layers)])
+        cross = [session.cross_attention(i) for i in range(session.config.n_layers)]  # (heads, T, S) each
+        scores["alignment"] = np.stack([alignment_score(a) for a in cross])
     entropy = np.stack([row_entropy(a[:, 2:]) for a in self_attn])
     return HeadRoles(scores=scores, entropy=entropy, tags=assign_tags(scores), rows=n - 2)

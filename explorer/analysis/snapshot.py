@@ -154,7 +154,7 @@ def attention_difference(session: GenerationSession, arrays: dict[str, np.ndarra
     worst = 0.0
     for name in names:
         if name not in arrays or arrays[name].shape != ours[name].shape:
-            raise InputError(f"The saved session lacks {name} or it has another shape: was it saved with another model?")
+            raise InputError(f"The saved session lacks {name}, or its shape differs: was it saved with another model?")
         worst = max(worst, float(np.abs(ours[name].astype(np.float32) - arrays[name].astype(np.float32)).max()))
     return worst
 

@@ -10,6 +10,7 @@ import contextlib
 import functools
 import logging
 import os
+import tempfile
 import time
 import weakref
 from collections.abc import Callable
@@ -17,12 +18,13 @@ from collections.abc import Callable
 import gradio as gr
 from gradio.components.plot import PlotData
 
+from explorer.analysis import proof, snapshot
 from explorer.loading import ModelLoadError
 from explorer.model import ContextWindowError
 from explorer.session import GenerationSession, InputError
-from explorer.ui import model_store, texts, views
+from explorer.ui import insights, model_store, texts, views
 from explorer.ui.views import MEAN, ExplorerState
-from explorer.viz import head_at
+from explorer.viz import head_at, role_at
 from explorer.viz.figure_json import figure_json
 
 NO_MODEL = "No model is loaded yet: choose one from the Model list."
@@ -73,9 +75,16 @@ def release_closed_tab(request: gr.Request) -> None:
                 log.info("released the session of a closed browser tab")
 
 
-def plot(figure: dict) -> PlotData:
-    """A figure dict straight to gr.Plot's payload (given a go.Figure, Gradio would validate it first)."""
-    return PlotData(type="plotly", plot=figure_json(figure))
+def plot(figure: dict | None, image_format: str = "png", name: str = "figure") -> PlotData | None:
+    """A figure dict straight to gr.Plot's payload (given a go.Figure, Gradio would validate it first).
+
+    The figure's config sets what its camera button (in the bar shown on hover) downloads.
+    """
+    if figure is None:
+        return None
+    download = {"format": image_format, "filename": f"decoder-explorer-{name}"}
+    config = {"displaylogo": False, "toImageButtonOptions": download}
+    return PlotData(type="plotly", plot=figure_json({**figure, "config": config}))
 
 
 def tab_event(handler: Callable) -> Callable:
@@ -134,6 +143,18 @@ def build_demo() -> gr.Blocks:
                     top_k = gr.Slider(0, 200, value=0, step=1, label="Top-k (0 = off)")
                     top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
                     seed = gr.Number(value=0, precision=0, label="Seed")
+                with gr.Accordion("Save and share", open=False, elem_id="share"):
+                    gr.Markdown(texts.SAVE_AND_SHARE, elem_classes="explain")
+                    image_format = gr.Radio(
+                        ["png", "svg"], value="png", label="Figures download as", elem_id="image-format"
+                    )  # fmt: skip
+                    save_button = gr.Button("Save session", elem_id="save-session")
+                    saved_file = gr.File(label="Saved session", interactive=False, elem_id="saved-file")
+                    open_file = gr.File(
+                        label="Open a saved session", file_types=[".npz"], type="filepath", elem_id="open-session"
+                    )  # fmt: skip
+                    link_button = gr.Button("Make a link to this step", elem_id="make-link")
+                    link_box = gr.Textbox(label="Link", interactive=False, buttons=["copy"], elem_id="share-link")
             with gr.Column(scale=3, min_width=300):
                 status = gr.Markdown(elem_id="status")
                 source = gr.HighlightedText(
@@ -152,8 +173,8 @@ def build_demo() -> gr.Blocks:
         with gr.Row():
             layer = gr.Slider(0, 1, value=0, step=1, label="Layer", elem_id="layer")
             head = gr.Dropdown(choices=[("average of all heads", MEAN)], value=MEAN, label="Head", elem_id="head")
-        with gr.Tabs():
-            with gr.Tab("Self-attention", elem_id="tab-self") as self_tab:
+        with gr.Tabs(elem_id="views") as tabs:
+            with gr.Tab("Self-attention", id="self", elem_id="tab-self") as self_tab:
                 with gr.Row(equal_height=False):
                     with gr.Column(scale=3, min_width=300):
                         self_plot = gr.Plot(label="Self-attention heatmap", elem_id="self-attention")
@@ -165,7 +186,7 @@ def build_demo() -> gr.Blocks:
                     label="All heads of this layer (click one to open it)", show_label=False, type="pil",
                     format="png", interactive=False, elem_id="all-heads", buttons=[],
                 )  # fmt: skip
-            with gr.Tab("Cross-attention", visible=False, elem_id="tab-cross") as cross_tab:
+            with gr.Tab("Cross-attention", id="cross", visible=False, elem_id="tab-cross") as cross_tab:
                 with gr.Row(equal_height=False):
                     with gr.Column(scale=3, min_width=300):
                         cross_plot = gr.Plot(label="Cross-attention heatmap", elem_id="cross-attention")
@@ -176,19 +197,54 @@ def build_demo() -> gr.Blocks:
                         encoder_plot = gr.Plot(label="Encoder self-attention", elem_id="encoder-attention")
                     with gr.Column(scale=1, min_width=240):
                         gr.Markdown(texts.ENCODER_ATTENTION, elem_classes="explain")
-            with gr.Tab("Every layer", elem_id="tab-layers") as layers_tab:
+            with gr.Tab("Every layer", id="layers", elem_id="tab-layers") as layers_tab:
                 gr.Markdown(texts.EVERY_LAYER, elem_classes="explain")
                 layers_plot = gr.Plot(label="The selected token in every layer", elem_id="every-layer")
-            with gr.Tab("KV cache", elem_id="tab-cache") as cache_tab, gr.Row(equal_height=False):
+            with gr.Tab("KV cache", id="cache", elem_id="tab-cache") as cache_tab, gr.Row(equal_height=False):
                 with gr.Column(scale=3, min_width=300):
                     timing_plot = gr.Plot(label="Milliseconds per step", elem_id="timing")
                     compare_button = gr.Button("Compare cache on and off", elem_id="compare")
                     cache_info = gr.Markdown(elem_id="cache-info")
                 with gr.Column(scale=2, min_width=240):
                     gr.Markdown(texts.KV_CACHE, elem_classes="explain")
+            with gr.Tab("Logit lens", id="lens", elem_id="tab-lens") as lens_tab, gr.Row(equal_height=False):
+                with gr.Column(scale=3, min_width=300):
+                    lens_plot = gr.Plot(label="Logit lens", elem_id="logit-lens")
+                with gr.Column(scale=1, min_width=240):
+                    gr.Markdown(texts.LOGIT_LENS, elem_classes="explain")
+            with gr.Tab("Head roles", id="roles", elem_id="tab-roles") as roles_tab:
+                with gr.Row(equal_height=False):
+                    with gr.Column(scale=2, min_width=280):
+                        # No label badge: it would cover the first layers and the head numbers.
+                        roles_image = gr.Image(
+                            label="Every head, by role (click one to open it)", show_label=False, type="pil",
+                            format="png", interactive=False, elem_id="head-roles", buttons=[],
+                        )  # fmt: skip
+                    with gr.Column(scale=2, min_width=280):
+                        gr.Markdown(texts.HEAD_ROLES, elem_classes="explain")
+                        roles_info = gr.Markdown(elem_id="roles-info")
+                role_head_plot = gr.Plot(label="The selected head", elem_id="role-head")
+            with gr.Tab("Causal proof", id="proof", elem_id="tab-proof") as proof_tab:
+                gr.Markdown(texts.CAUSAL_PROOF, elem_classes="explain")
+                with gr.Row():
+                    parallel_button = gr.Button("Run the parallel check", elem_id="parallel-check")
+                    sandbox_button = gr.Button("Remove the mask for one pass (sandbox)", elem_id="sandbox")
+                parallel_info = gr.Markdown(elem_id="parallel-info")
+                sandbox_info = gr.Markdown(elem_id="sandbox-info")
+                sandbox_plot = gr.Plot(label="Attention without the mask", elem_id="sandbox-attention")
+            with gr.Tab("Architecture and cost", id="architecture", elem_id="tab-architecture") as architecture_tab:
+                with gr.Row(equal_height=False):
+                    with gr.Column(min_width=300):
+                        architecture_info = gr.Markdown(elem_id="architecture")
+                    with gr.Column(min_width=300):
+                        cost_info = gr.Markdown(elem_id="step-cost")
+                gr.Markdown(texts.ARCHITECTURE, elem_classes="explain")
 
         # ------------------------------------------------------------ rendering
-        figures = {self_plot, heads, cross_plot, encoder_plot, layers_plot, timing_plot}
+        figures = {
+            self_plot, heads, cross_plot, encoder_plot, layers_plot, timing_plot, lens_plot, roles_image, roles_info,
+            role_head_plot, parallel_info, sandbox_info, sandbox_plot, architecture_info, cost_info,
+        }  # fmt: skip
         step_views = {status, strip, candidates, cache_info, *figures}
 
         def render(st: ExplorerState, *, full: bool = False, with_figures: bool = True) -> dict:
@@ -210,18 +266,40 @@ def build_demo() -> gr.Blocks:
 
         def tab_views(st: ExplorerState) -> dict:
             """The figures of the open tab; the others are built when their tab is opened."""
+
+            def fig(figure, name):
+                return plot(figure, st.image_format, name)
+
+            if st.tab == "cross" and not st.session.is_encoder_decoder:
+                st.tab = "self"  # the translator's tab is hidden for this model
+
             if st.tab == "self":
-                return {self_plot: plot(views.self_attention_figure(st)), heads: views.heads_image(st)}
+                return {self_plot: fig(views.self_attention_figure(st), "self-attention"), heads: views.heads_image(st)}
             if st.tab == "cross" and st.session.is_encoder_decoder:
                 return {
-                    cross_plot: plot(views.cross_attention_figure(st)),
-                    encoder_plot: plot(views.encoder_attention_figure(st)),
+                    cross_plot: fig(views.cross_attention_figure(st), "cross-attention"),
+                    encoder_plot: fig(views.encoder_attention_figure(st), "encoder-attention"),
                 }
             if st.tab == "layers":
-                return {layers_plot: plot(views.every_layer_figure(st))}
+                return {layers_plot: fig(views.every_layer_figure(st), "every-layer")}
             if st.tab == "cache":
-                return {timing_plot: plot(views.timing_figure(st))}
-            return gr.skip()
+                return {timing_plot: fig(views.timing_figure(st), "timing")}
+            if st.tab == "lens":
+                return {lens_plot: fig(insights.lens_figure(st), "logit-lens")}
+            if st.tab == "roles":
+                try:
+                    return {
+                        roles_image: insights.roles_image(st), roles_info: insights.roles_summary(st),
+                        role_head_plot: fig(insights.role_head_figure(st), "head"),
+                    }  # fmt: skip
+                except InputError as error:  # too few tokens yet: say so in place
+                    return {roles_image: None, roles_info: str(error), role_head_plot: None}
+            if st.tab == "proof":
+                return {
+                    parallel_info: insights.parallel_summary(st), sandbox_info: insights.sandbox_summary(st),
+                    sandbox_plot: fig(insights.sandbox_figure(st), "sandbox"),
+                }  # fmt: skip
+            return {architecture_info: insights.architecture_table(st), cost_info: insights.cost_table(st)}
 
         def session_views(st: ExplorerState) -> dict:
             session = st.session
@@ -294,6 +372,13 @@ def build_demo() -> gr.Blocks:
 
         @tab_event
         def on_load(request: gr.Request, model_name, *values, progress=gr.Progress(track_tqdm=True)):
+            try:
+                linked = snapshot.from_query(request.query_params)
+                if linked is not None:
+                    progress(0, desc=f"Opening the linked session on {linked.model}")
+                    return apply_snapshot(request, None, linked)[0]
+            except USER_ERRORS as error:
+                gr.Warning(f"This link cannot be opened: {error} The default model is shown instead.")
             progress(0, desc=f"Loading {model_name}")
             loaded = model_store.get_model(model_name)
             st = new_session(tab_state(request, None, model_name), *values)
@@ -420,6 +505,102 @@ def build_demo() -> gr.Blocks:
             return {head: gr.Dropdown(value=st.head), self_plot: plot(views.self_attention_figure(st))}
 
         @tab_event
+        def on_role_click(st, event: gr.SelectData):
+            st = require(st)
+            picked = role_at(*event.index[:2], st.session.config.n_layers, st.session.config.n_heads)
+            if picked is None:
+                return gr.skip()  # a click on a label or between squares
+            st.layer, st.head = views.checked_view(st.session, picked[0], str(picked[1]))
+            return {layer: gr.Slider(value=st.layer), head: gr.Dropdown(value=st.head), **tab_views(st)}
+
+        @tab_event
+        def on_parallel_check(st, progress=gr.Progress()):
+            st = require(st)
+            progress(0, desc="One parallel pass, and the sequence again one token at a time")
+            st.keep("parallel", proof.parallel_check(st.session))
+            return {parallel_info: insights.parallel_summary(st)}
+
+        @tab_event
+        def on_sandbox(st):
+            st = require(st)
+            st.keep("sandbox", proof.unmasked_pass(st.session))
+            return {
+                sandbox_info: insights.sandbox_summary(st),
+                sandbox_plot: plot(insights.sandbox_figure(st), st.image_format, "sandbox"),
+            }
+
+        @tab_event
+        def on_image_format(st, value):
+            if st is None or st.session is None or value not in ("png", "svg"):
+                return gr.skip()
+            st.image_format = value
+            return tab_views(st)
+
+        def current_snapshot(st: ExplorerState) -> snapshot.Snapshot:
+            st = require(st)
+            return snapshot.snapshot_of(
+                st.model_name, st.session, layer=st.layer, head=st.head, query=st.query, tab=st.tab
+            )  # fmt: skip
+
+        @tab_event
+        def on_save(st):
+            data = snapshot.save_bytes(current_snapshot(st), st.session)
+            folder = tempfile.mkdtemp(prefix="decoder-explorer-")
+            path = os.path.join(folder, f"session-{len(st.session.token_ids)}-tokens.npz")
+            with open(path, "wb") as f:
+                f.write(data)
+            return {saved_file: path}
+
+        @tab_event
+        def on_make_link(st):
+            return {link_box: snapshot.query_string(current_snapshot(st))}
+
+        def apply_snapshot(request: gr.Request, st, snap: snapshot.Snapshot, arrays=None) -> tuple[dict, float]:
+            """Rebuild a session from a saved file or a link, and everything on screen with it.
+
+            Everything is checked before the tab's state changes. With a file's ``arrays``,
+            returns the largest difference of the recomputed attention from the saved one."""
+            name = model_store.resolve_custom(snap.model)
+            loaded = model_store.get_model(name)
+            session = snapshot.restore(loaded, snap)
+            layer_index, head_choice = views.checked_view(session, snap.layer, snap.head)
+            difference = snapshot.attention_difference(session, arrays) if arrays is not None else 0.0
+            st = tab_state(request, st, name)
+            st.start(name, session)
+            st.layer, st.head = layer_index, head_choice
+            st.query = snap.query if snap.query is not None and 0 <= snap.query < len(session.token_ids) else None
+            st.tab = snap.tab if snap.tab != "cross" or session.is_encoder_decoder else "self"
+            label = "Source sentence" if loaded.is_encoder_decoder else "Prompt"
+            out = {
+                **model_views(loaded), text: gr.Textbox(value=snap.text, label=label), chat: snap.chat,
+                use_cache: snap.use_cache, temperature: snap.temperature, top_k: snap.top_k, top_p: snap.top_p,
+                seed: snap.seed, tabs: gr.Tabs(selected=st.tab), **render(st, full=True),
+            }  # fmt: skip
+            if name in model_store.REGISTRY:
+                out[model] = gr.Dropdown(value=name)
+            return out, difference
+
+        @tab_event
+        def on_open_file(request: gr.Request, path, st, progress=gr.Progress(track_tqdm=True)):
+            """Restore a saved session; the upload box is emptied either way, ready for another file."""
+            if not path:
+                return gr.skip()  # the file was removed from the box
+            try:
+                with open(path, "rb") as f:  # Gradio's own copy of the upload
+                    snap, arrays = snapshot.read_bytes(f.read())
+                progress(0, desc=f"Replaying {len(snap.generated)} tokens on {snap.model}")
+                out, difference = apply_snapshot(request, st, snap, arrays)
+            except USER_ERRORS as error:
+                gr.Warning(f"{error} The session on screen stays.")
+                return {open_file: None}
+            n = len(snap.generated)
+            gr.Info(
+                f"Restored the text and {n} generated tokens on {snap.model}. The attention was recomputed; "
+                f"it differs from the file's by at most {difference:.1e}."
+            )
+            return {**out, open_file: None}
+
+        @tab_event
         def on_cache_toggle(st, value):
             if st is None or st.session is None:
                 return gr.skip()  # the next session reads the checkbox
@@ -455,7 +636,8 @@ def build_demo() -> gr.Blocks:
         model_outputs = {model_info, text, chat, decoder_examples, translator_examples, model}
         session_outputs = {layer, head, source, cross_tab}
         everything = {state, *step_views, *model_outputs, *session_outputs}
-        demo.load(on_load, [model, *settings], everything)
+        restored = {*everything, *settings, tabs}
+        demo.load(on_load, [model, *settings], restored)
         demo.unload(release_closed_tab)
         model.input(on_model_change, [model, state, *settings], everything)
         custom_model.submit(on_custom_model, [custom_model, state, *settings], everything)
@@ -478,8 +660,21 @@ def build_demo() -> gr.Blocks:
         for control in (temperature, top_k, top_p, seed):
             control.change(on_sampling, [state, temperature, top_k, top_p, seed], set())
         compare_button.click(on_compare, [state], {timing_plot, cache_info})
-        for tab, name in ((self_tab, "self"), (cross_tab, "cross"), (layers_tab, "layers"), (cache_tab, "cache")):
+        all_tabs = (
+            (self_tab, "self"), (cross_tab, "cross"), (layers_tab, "layers"), (cache_tab, "cache"), (lens_tab, "lens"),
+            (roles_tab, "roles"), (proof_tab, "proof"), (architecture_tab, "architecture"),
+        )  # fmt: skip
+        for tab, name in all_tabs:
             tab.select(opener(name), [state], figures, **quick)
+        roles_image.select(on_role_click, [state], {layer, head, *figures}, **quick)
+        parallel_button.click(on_parallel_check, [state], {parallel_info})
+        sandbox_button.click(on_sandbox, [state], {sandbox_info, sandbox_plot})
+        image_format.input(on_image_format, [state, image_format], figures, **quick)
+        save_button.click(on_save, [state], {saved_file})
+        open_file.upload(on_open_file, [open_file, state], {*restored, open_file})
+        link_button.click(on_make_link, [state], {link_box}).then(
+            None, [link_box], [link_box], js="(q) => q ? location.origin + location.pathname + q : q"
+        )
     return demo
 
 

@@ -36,3 +36,33 @@ positions × 4 bytes. **Compare** reruns this generation both ways and checks th
 
 CANDIDATES = """The distribution the last token was chosen from (✓), most probable first.
 Click another row to take that token instead: a branch. **Undo** goes back."""
+
+LOGIT_LENS = """**The logit lens: why this token?** Every layer adds to one running vector per token
+(the residual stream). Here that vector, after each layer, is put through the model's own
+final norm and output head, as if the model stopped there. The top row is the real
+prediction; going down shows the layers where it formed. Click a token in the strip to ask
+what the model expected after it (✓ marks what did follow)."""
+
+HEAD_ROLES = """**What each head does**, measured, not assumed. A score is the average weight a head puts
+where a role would: **P** previous token, **F** first token (an "attention sink" where a head
+parks weight it does not need), **S** itself, **I** induction (on a random sequence repeated
+twice: in the second copy, reading the token that followed the earlier occurrence, which is
+how models copy from context), **A** alignment (cross-attention moving forward through the
+source). A head is tagged when its best score passes the threshold (0.5; induction 0.4);
+stronger colour, stronger evidence. Click a square to open that head."""
+
+CAUSAL_PROOF = """**The causal proof, live.** Training feeds a whole text in one pass; generation feeds one
+token at a time. They give the same numbers only because of the causal mask: position *i*
+cannot read anything after *i*, so later tokens cannot change it. **Run the parallel check**
+reruns the tokens on screen both ways and compares. The **sandbox** removes the mask for one
+separate pass: the attention above the diagonal fills in and earlier predictions change."""
+
+ARCHITECTURE = """**Where the arithmetic goes.** A multiply-add counts as two FLOPs. With the KV cache a
+step computes one new row, so its cost grows slowly with the length (only the attention
+scores grow); without it every row is computed again. The KV cache stores a key and a value
+vector per layer, key/value head and position; grouped-query attention shares them among
+query heads, which is how small models keep the cache small."""
+
+SAVE_AND_SHARE = """Figures download from the camera button that appears when you hover over them.
+A saved session (.npz) holds the input, settings, tokens and attention; open it to
+continue where you were. A link reopens the same model, input, settings and step."""

@@ -27,6 +27,10 @@ class ExplorerState:
     comparison: CacheComparison | None = None
     tab: str = "self"  # the open tab: only its figures are built and sent
     stop_requested: bool = False  # set by Stop (without the lock), read by a running Generate
+    image_format: str = "png"  # what the figures' camera button downloads: "png" or "svg"
+    # Results computed on request (the causal proof, the sandbox, head roles), each with the
+    # tokens it covered: shown only while those are the tokens on screen.
+    results: dict = field(default_factory=dict, repr=False)
     # One event at a time per tab: a Step clicked during a Generate waits for the current step.
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -38,10 +42,20 @@ class ExplorerState:
         if self.head != MEAN and int(self.head) >= config.n_heads:
             self.head = MEAN
         self.query, self.comparison = None, None
+        self.results.clear()
 
     def release(self) -> None:
         """Drop the session's tensors (cache, attention history): its browser tab has closed."""
         self.session, self.comparison = None, None
+        self.results.clear()
+
+    def keep(self, name: str, result) -> None:
+        self.results[name] = (list(self.session.token_ids), result)
+
+    def result(self, name: str):
+        """A kept result, while it still covers the tokens on screen; else None."""
+        token_ids, result = self.results.get(name, (None, None))
+        return result if token_ids == self.session.token_ids else None
 
     def current_comparison(self) -> CacheComparison | None:
         """The last cache comparison, while it still covers the tokens on screen."""

@@ -70,3 +70,30 @@ def test_unavailable_model_keeps_the_previous_one(page):
     choose_model(page, "gpt2")
     page.wait_for_selector("text=needs the network")
     assert tokens(page) == before
+
+
+def test_translator_logit_lens_and_causal_proof(page):
+    choose_model(page, "en-de-numbers")
+    page.wait_for_selector("#source-strip .token")
+    type_prompt(page, SOURCE)
+    page.click("#step")
+    wait_token_count(page, 2)
+    for n in (3, 4):
+        page.click("#step")
+        wait_token_count(page, n)
+    idle(page)
+    page.click("button[role=tab]:has-text('Logit lens')")
+    wait_plot_title(page, "logit-lens", "After 3")
+    rows = page.evaluate("() => Array.from(document.querySelector('#logit-lens .js-plotly-plot').data[0].y)")
+    assert rows == ["embeddings", "layer 0", "layer 1", "layer 2"]
+    page.click("button[role=tab]:has-text('Causal proof')")
+    page.click("#parallel-check")
+    page.wait_for_function("() => document.querySelector('#parallel-info').innerText.includes('Over all 4 positions')")
+    assert "✓" in page.inner_text("#parallel-info")
+    page.click("button[role=tab]:has-text('Head roles')")
+    page.wait_for_selector("text=Head roles need at least 5 tokens")  # said in place, not an error
+    for n in (5, 6):
+        page.click("#step")
+        wait_token_count(page, n)
+    page.wait_for_function("() => document.querySelector('#roles-info').innerText.includes('Of 12 heads')")
+    shot(page, "translator-head-roles")

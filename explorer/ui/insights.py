@@ -1,0 +1,184 @@
+"""The views of the logit lens, head roles, causal proof and architecture tabs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from explorer.analysis import cost, lens, proof, roles
+from explorer.tokens import visible
+from explorer.ui.views import MEAN, ExplorerState, head_label, pick_head
+from explorer.viz import attention_heatmap, logit_lens_heatmap, role_grid
+
+
+# ---------------------------------------------------------------- logit lens
+def lens_figure(state: ExplorerState):
+    session = state.session
+    position = state.query_position()
+    result = lens.logit_lens(session, position=position)
+    token = visible(session.token_texts()[position])
+    followed = [[t == result.next_token_id for t in row.token_ids] for row in result.rows]
+    what = "next" if result.next_token_id is None else "after it (✓ = what followed)"
+    return logit_lens_heatmap(
+        [r.label for r in result.rows], [r.texts for r in result.rows],
+        np.array([r.probabilities for r in result.rows]),
+        title=f"After {position} {token!r}: each layer's top tokens {what}", followed=followed,
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------- head roles
+def head_roles(state: ExplorerState) -> roles.HeadRoles:
+    kept = state.result("roles")
+    if kept is None:
+        kept = roles.head_roles(state.session)
+        state.keep("roles", kept)
+    return kept
+
+
+def selected_head(state: ExplorerState) -> tuple[int, int] | None:
+    return None if state.head == MEAN else (state.layer, int(state.head))
+
+
+def roles_image(state: ExplorerState):
+    result = head_roles(state)
+    strength = np.zeros_like(result.entropy)
+    for i, row in enumerate(result.tags):
+        for h, tag in enumerate(row):
+            if tag:
+                strength[i, h] = result.scores[tag][i, h]
+    return role_grid(result.tags, strength, selected_head(state))
+
+
+def roles_summary(state: ExplorerState) -> str:
+    result = head_roles(state)
+    counts: dict[str, int] = {}
+    for row in result.tags:
+        for tag in row:
+            counts[tag] = counts.get(tag, 0) + 1
+    n = sum(counts.values())
+    found = ", ".join(f"**{tag}** {counts[tag]}" for tag in roles.THRESHOLDS if counts.get(tag))
+    lines = [
+        f"Of {n} heads: {found or 'none with a clear role'}; {counts.get('', 0)} without a clear role "
+        f"(scored on {result.rows} query rows of this text; induction on a repeated random sequence)."
+    ]
+    chosen = selected_head(state)
+    if chosen is not None:
+        layer, head = chosen
+        tag = result.tag(layer, head) or "no clear role"
+        lines.append(f"\n\n**Selected: {result.summary(layer, head)}** → {tag}.")
+    return "".join(lines)
+
+
+def role_head_figure(state: ExplorerState):
+    """The selected head's self-attention, opened from the overview."""
+    session = state.session
+    tokens = session.token_texts()
+    return attention_heatmap(
+        pick_head(session.self_attention(state.layer), state.head), tokens, tokens, causal=True,
+        title=f"Layer {state.layer}, {head_label(state.head)}", selected_query=state.query_position(),
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------- causal proof
+def parallel_summary(state: ExplorerState) -> str:
+    check = state.result("parallel")
+    n = len(state.session.token_ids)
+    if check is None:
+        return (
+            f"Press **Run the parallel check** to compare one parallel pass over the {n} tokens on screen "
+            "with the step-by-step run."
+        )
+    verdict = "✓ **One parallel pass gives what the step-by-step run gave.**" if check.same_predictions else (
+        "✗ **The parallel pass and the step-by-step run disagree on a prediction.**"
+    )  # fmt: skip
+    return (
+        f"{verdict} Over all {check.positions} positions: largest logit difference "
+        f"**{check.max_logit_difference:.1e}** (the logits reach {check.largest_logit:.1f}); largest difference "
+        f"from the attention on screen **{check.max_attention_difference:.1e}** (it is stored as float16); "
+        f"the most probable next token is {'the same at every position' if check.same_predictions else 'not the same'}."
+    )
+
+
+def sandbox_figure(state: ExplorerState):
+    sandbox = state.result("sandbox")
+    if sandbox is None:
+        return None
+    tokens = state.session.token_texts()
+    return attention_heatmap(
+        pick_head(sandbox.attention[state.layer], state.head), tokens, tokens, causal=False,
+        title=f"Without the mask (sandbox): layer {state.layer}, {head_label(state.head)}",
+    )  # fmt: skip
+
+
+def sandbox_summary(state: ExplorerState) -> str:
+    sandbox: proof.Sandbox | None = state.result("sandbox")
+    if sandbox is None:
+        return "Press **Remove the mask for one pass** to see what the mask prevents. Your session is not changed."
+    session = state.session
+    texts = session.token_texts()
+    n = len(texts)
+    lines = [
+        f"**Without the mask, {sandbox.future_weight:.0%} of an average row's weight falls on later tokens** "
+        f"(above the diagonal), and the logits move by up to {sandbox.max_logit_difference:.1f}. "
+        f"The most probable next token changed at **{len(sandbox.changed)} of {n}** positions (the last one "
+        "too, though it could already see everything: in later layers it reads the earlier positions, which "
+        "have changed):"
+    ]
+    tokenizer = session.tokenizer
+    for position, masked, free in sandbox.changed[:8]:
+        before, after = (visible(tokenizer.decode([t])) for t in (masked, free))
+        lines.append(f"\n- after {position} {visible(texts[position])!r}: {before!r} with the mask, {after!r} without")
+    if len(sandbox.changed) > 8:
+        lines.append(f"\n- … and {len(sandbox.changed) - 8} more")
+    lines.append(
+        "\n\nA model trained with the mask never learned to use the future, so without it its predictions "
+        "are simply wrong; a model trained without it would copy the answer. This pass was separate: "
+        "the session, its cache and its attention are unchanged."
+    )
+    return "".join(lines)
+
+
+# ---------------------------------------------------------------- architecture and cost
+def architecture_table(state: ExplorerState) -> str:
+    session = state.session
+    rows = cost.architecture_rows(session.config, cost.parameter_count(session.model))
+    return "| property | value |\n|---|---|\n" + "\n".join(f"| {name} | {value} |" for name, value in rows)
+
+
+def cost_table(state: ExplorerState) -> str:
+    session = state.session
+    c = session.config
+    n = len(session.token_ids)
+    source = len(session.source_ids) if session.is_encoder_decoder else 0
+    last = session.steps[-1] if session.steps else None
+    use_cache = last.use_cache if last is not None else session.use_cache
+    flops = cost.step_flops(c, n, use_cache, source)
+    parts = [
+        ("attention: q, k, v, output projections", flops.attention_projections),
+        ("attention: scores and weighted values", flops.attention_scores),
+        ("feed-forward", flops.feed_forward),
+        ("output head (vocabulary logits)", flops.output_head),
+    ]
+    what = "one new position" if use_cache else f"all {n} positions again"
+    lines = [f"**The last step's arithmetic** (cache {'on' if use_cache else 'off'}: {what}, over {n} keys)", "",
+             "| part | MFLOPs | share |", "|---|---:|---:|"]  # fmt: skip
+    lines += [f"| {name} | {value / 1e6:,.1f} | {value / flops.total:.0%} |" for name, value in parts]
+    lines.append(f"| **total** | **{flops.total / 1e6:,.1f}** | |")
+    if last is not None:
+        lines.append(f"\nMeasured: {last.elapsed_ms:.0f} ms for this step.")
+    dtype_bytes = next(session.model.parameters()).element_size()
+    formula = cost.kv_cache_bytes(c, n, dtype_bytes, source)
+    text = (
+        f"\n**KV cache** = 2 × {c.n_layers} layers × {c.n_kv_heads} key/value heads × {c.head_dim} dims × "
+        f"{n} positions × {dtype_bytes} bytes"
+    )
+    if source:
+        text += f" + the same for the {source} source positions"
+    text += f" = **{formula / 1e6:.3f} MB**; "
+    if session.cache is None:
+        text += "the cache is off now, so nothing is held."
+    else:
+        measured = session.cache_bytes
+        mark = "✓" if measured == formula else "✗"
+        text += f"measured in the session's cache: **{measured / 1e6:.3f} MB** {mark}."
+    lines.append(text)
+    return "\n".join(lines)

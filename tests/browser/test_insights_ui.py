@@ -1,0 +1,236 @@
+"""End to end in Chromium: the logit lens, head roles, the causal proof and its sandbox,
+architecture and cost, figure downloads, saved sessions and links (issue 5)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.browser.conftest import wait_ready
+from tests.browser.helpers import idle, plot, shot, status, tokens, type_prompt, wait_plot_title, wait_token_count
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+PROMPT = "The capital of France is Paris. The capital of Germany is"
+N_LAYERS, N_HEADS = 30, 9  # SmolLM2-135M
+
+
+def start(page, steps: int = 3) -> int:
+    """Type the prompt, step ``steps`` times; return the token count."""
+    type_prompt(page, PROMPT)
+    page.click("#step")
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('1 generated')")
+    idle(page)
+    n = len(tokens(page))
+    for _ in range(steps - 1):
+        page.click("#step")
+        n += 1
+        wait_token_count(page, n)
+        idle(page)
+    return n
+
+
+def open_tab(page, name: str) -> None:
+    page.click(f"button[role=tab]:has-text('{name}')")
+
+
+def lens_cells(page) -> dict:
+    return page.evaluate(
+        """() => { const g = document.querySelector('#logit-lens .js-plotly-plot');
+            if (!g || !g.data) return null;
+            return {y: Array.from(g.data[0].y), text: g.data[0].text.map(r => Array.from(r)),
+                    title: g.layout.title.text}; }"""
+    )
+
+
+def test_logit_lens_top_row_is_the_next_token(page):
+    n = start(page)
+    open_tab(page, "Logit lens")
+    wait_plot_title(page, "logit-lens", f"After {n - 1}")
+    lens = lens_cells(page)
+    assert lens["y"] == ["embeddings"] + [f"layer {i}" for i in range(N_LAYERS)]
+    predicted = lens["text"][-1][0]  # the last layer's most probable token
+    shot(page, "insights-logit-lens")
+    page.click("#step")  # greedy: the model takes exactly that token
+    wait_token_count(page, n + 1)
+    wait_plot_title(page, "logit-lens", f"After {n}")
+    idle(page)
+    assert tokens(page)[-1] == predicted.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+    # An earlier token as the query: the lens says what each layer expected after it, ✓ marking what followed.
+    page.locator("#token-strip .token").nth(n - 2).click()
+    wait_plot_title(page, "logit-lens", f"After {n - 2}")
+    assert lens_cells(page)["text"][-1][0].endswith("✓")
+
+
+def test_head_roles_overview_opens_a_head(page):
+    start(page, steps=4)
+    open_tab(page, "Head roles")
+    page.wait_for_function("() => document.querySelector('#roles-info').innerText.includes('Of 270 heads')")
+    info = page.inner_text("#roles-info")
+    assert re.search(r"first token\** \d+", info), info  # SmolLM2 has many attention-sink heads
+    from explorer.viz.roles import GAP, LEFT, SQUARE, TOP
+
+    image = page.locator("#head-roles img")
+    scale = image.bounding_box()["width"] / image.evaluate("img => img.naturalWidth")
+    layer, head = 5, 4
+    image.click(position={"x": (LEFT + head * (SQUARE + GAP) + SQUARE / 2) * scale,
+                          "y": (TOP + layer * (SQUARE + GAP) + SQUARE / 2) * scale})  # fmt: skip
+    wait_plot_title(page, "role-head", f"Layer {layer}, head {head}")
+    page.wait_for_function(
+        "() => document.querySelector('#roles-info').innerText.includes('Selected: layer 5, head 4')"
+    )
+    assert page.locator("#head input").input_value() == f"head {head}"
+    assert page.locator("#layer input[type=number]").input_value() == str(layer)
+    shot(page, "insights-head-roles")
+
+
+def test_causal_proof_and_the_mask_free_sandbox(page):
+    n = start(page)
+    open_tab(page, "Causal proof")
+    page.click("#parallel-check")
+    page.wait_for_function("() => document.querySelector('#parallel-info').innerText.includes('Over all')")
+    info = page.inner_text("#parallel-info")
+    assert "✓" in info and f"Over all {n} positions" in info
+    logit_diff = float(re.search(r"largest logit difference ([\d.e+-]+)", info).group(1))
+    assert logit_diff <= 1e-3
+
+    page.click("#sandbox")
+    page.wait_for_function("() => document.querySelector('#sandbox-info').innerText.includes('changed at')")
+    wait_plot_title(page, "sandbox-attention", "Without the mask")
+    sandbox = plot(page, "sandbox-attention")["traces"][0]
+    assert (sandbox["rows"], sandbox["cols"]) == (n, n) and sandbox["nan"] == 0  # nothing masked
+    upper = page.evaluate(
+        """() => { const g = document.querySelector('#sandbox-attention .js-plotly-plot'); const z = g.data[0].z;
+            const bin = atob(z.bdata); const b = new Uint8Array(bin.length);
+            for (let i = 0; i < bin.length; i++) b[i] = bin.charCodeAt(i);
+            const f = new Float32Array(b.buffer); const n = Number(String(z.shape).split(',')[0]); let s = 0;
+            for (let r = 0; r < n; r++) for (let c = r + 1; c < n; c++) s += f[r * n + c]; return s; }"""
+    )
+    assert upper > 0.5  # weight above the diagonal: the future leaks
+    shot(page, "insights-sandbox")
+
+    # The session is untouched: its own heatmap is still masked, and stepping goes on.
+    open_tab(page, "Self-attention")
+    wait_plot_title(page, "self-attention", "Causal self-attention")
+    assert plot(page, "self-attention")["traces"][0]["nan"] == n * (n - 1) // 2
+    page.click("#step")
+    wait_token_count(page, n + 1)
+    idle(page)
+    open_tab(page, "Causal proof")  # the old result no longer covers the tokens on screen, and says so
+    page.wait_for_function(f"() => document.querySelector('#parallel-info').innerText.includes('{n + 1} tokens')")
+
+
+def test_architecture_and_the_cost_of_a_step(page):
+    n = start(page)
+    open_tab(page, "Architecture and cost")
+    page.wait_for_function("() => document.querySelector('#architecture').innerText.includes('RMSNorm')")
+    table = page.inner_text("#architecture")
+    assert "rotary" in table and "3 (each shared by 3 query heads" in table and "pre-norm" in table
+    cost = page.inner_text("#step-cost")
+    assert "cache on" in cost and f"× {n} positions × 4 bytes" in cost and "✓" in cost
+    shot(page, "insights-architecture")
+    page.click("#kv-cache input[type=checkbox]")
+    idle(page)
+    page.click("#step")
+    wait_token_count(page, n + 1)
+    page.wait_for_function("() => document.querySelector('#step-cost').innerText.includes('cache off')")
+    assert f"all {n + 1} positions again" in page.inner_text("#step-cost")
+
+
+def test_figures_download_as_png_and_svg(page, tmp_path):
+    start(page, steps=1)
+    target = page.locator("#self-attention .js-plotly-plot")
+    for fmt, magic in (("png", b"\x89PNG"), ("svg", b"<svg")):
+        if fmt == "svg":
+            page.click("#share")  # the accordion
+            page.click("#image-format label:has-text('svg')")
+            idle(page)
+            page.wait_for_timeout(500)
+        target.hover()
+        with page.expect_download() as download:
+            page.locator("#self-attention .modebar-btn[data-title^='Download plot']").click()
+        path = tmp_path / download.value.suggested_filename
+        download.value.save_as(path)
+        assert path.suffix == f".{fmt}" and path.read_bytes()[:4] == magic[:4]
+
+
+def test_save_a_session_and_open_it_elsewhere(page, browser, app_url, tmp_path):
+    n = start(page)
+    cell = page.locator("#candidates [data-testid=cell-2-1]")  # a branch: the third candidate
+    candidate = cell.inner_text().strip()
+    cell.click()
+    page.wait_for_function(
+        """t => { const s = document.querySelectorAll('#token-strip .token .text');
+                  return s[s.length - 1].textContent === t; }""",
+        arg=candidate,
+    )
+    idle(page)
+    page.click("#step")
+    wait_token_count(page, n + 1)
+    idle(page)
+    saved_tokens = tokens(page)
+    page.click("#share")
+    page.click("#save-session")
+    link = page.locator("#saved-file a").first
+    link.wait_for()
+    with page.expect_download() as download:
+        link.click()
+    path = tmp_path / "session.npz"
+    download.value.save_as(path)
+
+    other = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+    other.set_default_timeout(120_000)
+    other.goto(app_url)
+    wait_ready(other)
+    other.click("#share")
+    other.locator("#open-session input[type=file]").set_input_files(str(path))
+    other.wait_for_function("n => document.querySelectorAll('#token-strip .token').length === n", arg=n + 1)
+    idle(other)
+    assert tokens(other) == saved_tokens
+    kinds = other.eval_on_selector_all("#token-strip .token", "els => els.map(e => e.style.backgroundColor)")
+    assert sum("218, 218, 235" in k for k in kinds) == 1  # the forced token is still marked as forced
+    assert other.locator("#prompt textarea").input_value() == PROMPT
+    other.wait_for_selector("text=The attention was recomputed")
+    shot(other, "insights-restored-session")
+
+    # A file that is not a session: a clear message, and the session on screen stays.
+    bad = tmp_path / "notes.npz"
+    bad.write_bytes(b"not a zip")
+    other.locator("#open-session input[type=file]").set_input_files(str(bad))
+    other.wait_for_selector("text=not a session saved by Decoder Explorer")
+    assert tokens(other) == saved_tokens
+    other.context.close()
+
+
+def test_a_link_reopens_model_input_settings_and_step(page, browser):
+    n = start(page, steps=2)
+    layer_box = page.locator("#layer input[type=number]")
+    layer_box.fill("4")
+    layer_box.press("Enter")
+    page.locator("#layer input[type=range]").dispatch_event("pointerup")
+    wait_plot_title(page, "self-attention", "layer 4")
+    open_tab(page, "Logit lens")
+    wait_plot_title(page, "logit-lens", "After")
+    page.click("#share")
+    page.click("#make-link")
+    page.wait_for_function("() => document.querySelector('#share-link textarea').value.startsWith('http')")
+    url = page.locator("#share-link textarea").input_value()
+    assert "model=smollm2-135m-instruct" in url and "layer=4" in url and "tab=lens" in url
+
+    other = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+    other.set_default_timeout(120_000)
+    other.goto(url)
+    other.wait_for_function("n => document.querySelectorAll('#token-strip .token').length === n", arg=n)
+    wait_plot_title(other, "logit-lens", f"After {n - 1}")  # the lens tab is open again
+    idle(other)
+    assert tokens(other) == tokens(page)
+    assert other.locator("#layer input[type=number]").input_value() == "4"
+    assert "2 generated" in status(other)
+
+    # A damaged link: a message, and the default model and prompt instead.
+    other.goto(url.split("?")[0] + "?model=smollm2-135m-instruct&text=hi&tokens=1,x")
+    other.wait_for_selector("text=This link cannot be opened")
+    wait_ready(other)
+    other.context.close()
