@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import logging
 import os
+import shutil
 import tempfile
 import time
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 
 import gradio as gr
 from gradio.components.plot import PlotData
@@ -63,10 +66,19 @@ stop_requests: set[str] = set()  # browser sessions whose running Generate shoul
 # session at once (Gradio itself keeps a closed tab's state for an hour). Weak: Gradio owns them.
 open_states: weakref.WeakValueDictionary[str, ExplorerState] = weakref.WeakValueDictionary()
 log = logging.getLogger("decoder_explorer")
+# "Save session" writes here (Gradio serves a copy from its cache); a tab's file goes when it closes.
+SAVED_SESSIONS = Path(tempfile.gettempdir()) / f"decoder-explorer-{os.getpid()}"
+
+
+def saved_session_folder(request: gr.Request) -> Path:
+    """This tab's folder for its saved session. The session hash comes from the browser, so it
+    is hashed rather than used as a path (it could hold "../")."""
+    return SAVED_SESSIONS / hashlib.sha256(request.session_hash.encode("utf-8", "replace")).hexdigest()[:32]
 
 
 def release_closed_tab(request: gr.Request) -> None:
     st = open_states.pop(request.session_hash, None)
+    shutil.rmtree(saved_session_folder(request), ignore_errors=True)
     stop_requests.discard(request.session_hash)
     if st is not None:
         with st.lock:  # after the step that may be running
@@ -105,7 +117,9 @@ def tab_event(handler: Callable) -> Callable:
 
 
 def build_demo() -> gr.Blocks:
-    with gr.Blocks(title="Decoder Explorer") as demo:
+    # Gradio keeps every file it serves (a step's all-heads image, a saved session) in its cache:
+    # files older than an hour are deleted, checked every half hour, so the disk does not fill.
+    with gr.Blocks(title="Decoder Explorer", delete_cache=(1800, 3600)) as demo:
         state = gr.State(None)
         gr.Markdown(texts.INTRO)
         with gr.Row(equal_height=False):
@@ -543,13 +557,14 @@ def build_demo() -> gr.Blocks:
             )  # fmt: skip
 
         @tab_event
-        def on_save(st):
+        def on_save(request: gr.Request, st):
             data = snapshot.save_bytes(current_snapshot(st), st.session)
-            folder = tempfile.mkdtemp(prefix="decoder-explorer-")
-            path = os.path.join(folder, f"session-{len(st.session.token_ids)}-tokens.npz")
-            with open(path, "wb") as f:
-                f.write(data)
-            return {saved_file: path}
+            folder = saved_session_folder(request)  # one file per tab, replaced by its next save
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            path = folder / f"session-{len(st.session.token_ids)}-tokens.npz"
+            path.write_bytes(data)
+            return {saved_file: str(path)}
 
         @tab_event
         def on_make_link(st):
@@ -697,4 +712,5 @@ def launch(**kwargs) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not every request Gradio makes to itself
     demo = build_demo()
     demo.queue(default_concurrency_limit=concurrency(), max_size=QUEUE_SIZE)
-    demo.launch(css=CSS, theme=gr.themes.Soft(), **kwargs)
+    # An upload larger than a saved session can be is refused by Gradio before it is read.
+    demo.launch(css=CSS, theme=gr.themes.Soft(), max_file_size=snapshot.MAX_FILE_BYTES, **kwargs)
