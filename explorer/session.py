@@ -14,7 +14,7 @@ matrix as one full forward pass (the tests check it).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -52,7 +52,7 @@ class StepResult:
     cache_bytes: int
     use_cache: bool
     top_k: list[TopToken]  # the distribution this token was chosen from, most probable first
-    trace: Trace = field(repr=False)
+    trace: Trace = field(repr=False)  # what this step's pass recorded (the session's own list drops it)
     forced: bool = False
     finished: bool = False
 
@@ -176,6 +176,9 @@ class GenerationSession:
         self.self_history = AttentionHistory(self.config.n_layers)
         self.cross_history = AttentionHistory(self.config.n_layers if self.is_encoder_decoder else 0)
         self._next_logits: torch.Tensor | None = None  # (vocab,) for the next position
+        # (layers + 1, d_model): the newest position's residual stream after the embeddings and
+        # after each layer, kept from the pass that processed it (the logit lens reads it).
+        self.newest_residuals: torch.Tensor | None = None
 
         prompt_ids = self._encode_input(text)
         if self.is_encoder_decoder:
@@ -269,7 +272,8 @@ class GenerationSession:
 
         Sets the distribution for the next position. Returns (milliseconds, trace).
         """
-        record = self.record
+        # Residuals are references to tensors the pass makes anyway; only the newest row is kept.
+        record = Record(self.record.kinds | {"residual"})
         if self.use_cache:
             ids = self.ids_tensor(self.token_ids[-n_new:])  # (1, n_new): only the new tokens
         else:
@@ -280,6 +284,8 @@ class GenerationSession:
             torch.cuda.synchronize()  # GPU kernels run asynchronously: wait before reading the clock
         elapsed_ms = (time.perf_counter() - start) * 1000
         self._next_logits = output.logits[0, -1].cpu()  # sampling and the views work on the CPU
+        names = ["decoder.embed"] + [f"decoder.{i}.resid_after_ffn" for i in range(self.config.n_layers)]
+        self.newest_residuals = torch.stack([output.trace[name][0, -1] for name in names])  # (layers + 1, d)
         if "attention" in record:
             for i in range(self.config.n_layers):
                 self.self_history.add(i, output.trace.self_attention(i)[0, :, -n_new:])
@@ -364,7 +370,9 @@ class GenerationSession:
             forced=forced,
             finished=self.finished,
         )
-        self.steps.append(result)
+        # The session keeps each step's result without its trace: a step's attention is already
+        # in the float16 history, and a float32 copy per step would grow quadratically.
+        self.steps.append(replace(result, trace=Trace()))
         return result
 
     def undo(self) -> None:

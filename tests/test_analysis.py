@@ -38,6 +38,17 @@ def test_logit_lens_last_layer_is_the_real_prediction(models, family):
     assert result.next_token_id is None  # the newest token has no successor yet
 
 
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_logit_lens_from_the_step_equals_one_parallel_pass(models, use_cache):
+    session = stepped(models["llama"], use_cache=use_cache)
+    kept = lens.logit_lens(session)  # from the residuals the step kept
+    session.newest_residuals = None  # force the parallel pass
+    recomputed = lens.logit_lens(session)
+    for a, b in zip(kept.rows, recomputed.rows, strict=True):
+        assert a.token_ids == b.token_ids and np.allclose(a.probabilities, b.probabilities, atol=1e-5)
+    assert session.steps[-1].trace.names() == []  # the session keeps no float32 copy of a step's attention
+
+
 def test_logit_lens_at_an_earlier_token_marks_what_followed(models):
     session = stepped(models["gpt2"])
     position = session.prompt_length

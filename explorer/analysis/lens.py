@@ -40,10 +40,13 @@ def logit_lens(session: GenerationSession, position: int | None = None, k: int =
     position = n - 1 if position is None else position
     if not 0 <= position < n:
         raise InputError(f"position {position} does not exist; choose 0 to {n - 1}")
-    trace = session.full_pass(RESIDUAL).trace
-    names = ["decoder.embed"] + [f"decoder.{i}.resid_after_ffn" for i in range(session.config.n_layers)]
     labels = ["embeddings"] + [f"layer {i}" for i in range(session.config.n_layers)]
-    residuals = torch.stack([trace[name][0, position] for name in names])  # (layers + 1, d_model)
+    if position == n - 1 and session.newest_residuals is not None:
+        residuals = session.newest_residuals  # (layers + 1, d_model), kept by the step: no extra pass
+    else:  # an earlier token: one parallel pass over the text
+        trace = session.full_pass(RESIDUAL).trace
+        names = ["decoder.embed"] + [f"decoder.{i}.resid_after_ffn" for i in range(session.config.n_layers)]
+        residuals = torch.stack([trace[name][0, position] for name in names])  # (layers + 1, d_model)
     probs = session.model.unembed(residuals).float().softmax(-1).cpu()  # (layers + 1, vocab)
     values, ids = probs.topk(k, dim=-1)  # (layers + 1, k)
     context = session.token_ids[: position + 1]
