@@ -272,8 +272,11 @@ class GenerationSession:
 
         Sets the distribution for the next position. Returns (milliseconds, trace).
         """
-        # Residuals are references to tensors the pass makes anyway; only the newest row is kept.
-        record = Record(self.record.kinds | {"residual"})
+        # A one-token pass also keeps its residual stream, for the logit lens: a few kB. (A pass
+        # over many positions would hold every layer's (T, d_model) output to its end, so the
+        # prefill and cache-off steps leave the lens to run its own pass.)
+        one_token = self.use_cache and n_new == 1
+        record = Record(self.record.kinds | {"residual"}) if one_token else self.record
         if self.use_cache:
             ids = self.ids_tensor(self.token_ids[-n_new:])  # (1, n_new): only the new tokens
         else:
@@ -284,8 +287,10 @@ class GenerationSession:
             torch.cuda.synchronize()  # GPU kernels run asynchronously: wait before reading the clock
         elapsed_ms = (time.perf_counter() - start) * 1000
         self._next_logits = output.logits[0, -1].cpu()  # sampling and the views work on the CPU
-        names = ["decoder.embed"] + [f"decoder.{i}.resid_after_ffn" for i in range(self.config.n_layers)]
-        self.newest_residuals = torch.stack([output.trace[name][0, -1] for name in names])  # (layers + 1, d)
+        self.newest_residuals = None
+        if one_token:
+            names = ["decoder.embed"] + [f"decoder.{i}.resid_after_ffn" for i in range(self.config.n_layers)]
+            self.newest_residuals = torch.stack([output.trace[name][0, -1] for name in names])  # (layers + 1, d)
         if "attention" in record:
             for i in range(self.config.n_layers):
                 self.self_history.add(i, output.trace.self_attention(i)[0, :, -n_new:])
