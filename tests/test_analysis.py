@@ -83,11 +83,12 @@ def test_parallel_pass_equals_the_step_by_step_run(models, family):
 def test_without_the_mask_the_future_leaks_and_the_session_is_untouched(models, family):
     session = stepped(models[family])
     tokens, history = list(session.token_ids), session.self_attention(0).copy()
-    sandbox = proof.unmasked_pass(session)
     n = len(tokens)
     above = np.triu(np.ones((n, n), bool), k=1)
-    assert all(a.shape[1:] == (n, n) for a in sandbox.attention)
-    assert all((a[:, above] > 0).any() for a in sandbox.attention)  # weight on later positions
+    for layer in range(session.config.n_layers):
+        sandbox = proof.unmasked_pass(session, layer)
+        assert sandbox.layer == layer and sandbox.attention.shape[1:] == (n, n)
+        assert (sandbox.attention[:, above] > 0).any()  # weight on later positions
     assert sandbox.future_weight > 0.05
     assert sandbox.max_logit_difference > 1e-3  # earlier positions now predict from the future
     assert session.token_ids == tokens and np.array_equal(session.self_attention(0), history)

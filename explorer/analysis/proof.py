@@ -28,25 +28,29 @@ class ParallelCheck:
 
 
 @torch.inference_mode()
-def step_by_step_logits(session: GenerationSession) -> torch.Tensor:
+def step_by_step_logits(session: GenerationSession, progress=None) -> torch.Tensor:
     """(T, vocab) logits of every position, fed one token at a time through a fresh KV cache,
-    as Step does (the prompt included, which Step's prefill runs in one pass)."""
+    as Step does (the prompt included, which Step's prefill runs in one pass).
+    ``progress(fraction)`` is called after each token, if given."""
     model, cache = session.model, session.model.new_cache()
     rows = []
-    for i in range(len(session.token_ids)):
+    n = len(session.token_ids)
+    for i in range(n):
         ids = session.ids_tensor(session.token_ids[i : i + 1])  # (1, 1)
         if session.is_encoder_decoder:
             out = model(ids, session.memory, cache=cache)
         else:
             out = model(ids, cache=cache)
         rows.append(out.logits[0, -1].float().cpu())
+        if progress is not None:
+            progress((i + 1) / n)
     return torch.stack(rows)
 
 
-def parallel_check(session: GenerationSession) -> ParallelCheck:
+def parallel_check(session: GenerationSession, progress=None) -> ParallelCheck:
     full = session.full_pass(ATTENTION)
     parallel = full.logits[0].float().cpu()  # (T, vocab)
-    stepwise = step_by_step_logits(session)
+    stepwise = step_by_step_logits(session, progress)
     attention_diff = 0.0
     n = len(session.token_ids)
     for i in range(session.config.n_layers):
@@ -67,9 +71,13 @@ def parallel_check(session: GenerationSession) -> ParallelCheck:
 
 @dataclass
 class Sandbox:
-    """One pass over the session's tokens with the causal mask removed."""
+    """One pass over the session's tokens with the causal mask removed.
 
-    attention: list[np.ndarray]  # per layer (heads, T, T): now with weight above the diagonal
+    Only one layer's attention is kept (every layer's would be 30 x 9 x T x T values for
+    SmolLM2, 280 MB at 512 tokens); ``unmasked_pass`` again gives another layer's."""
+
+    layer: int
+    attention: np.ndarray  # (heads, T, T) of ``layer``: now with weight above the diagonal
     future_weight: float  # mean over layers, heads and rows (all but the last) of the weight on later positions
     # (position, masked top token, unmasked top token) where they differ. The last position can
     # change too: its first layer reads what it read before, but later layers read the earlier
@@ -79,20 +87,24 @@ class Sandbox:
 
 
 @torch.inference_mode()
-def unmasked_pass(session: GenerationSession) -> Sandbox:
-    """What the model computes when every position may read the future. The session is
-    untouched: this is a separate pass without the cache."""
+def unmasked_pass(session: GenerationSession, layer: int = 0) -> Sandbox:
+    """What the model computes when every position may read the future; ``layer``'s attention
+    is kept. The session is untouched: this is a separate pass without the cache."""
+    session.check_layer(layer)
     masked = session.full_pass().logits[0].float().cpu()  # (T, vocab)
     free = session.full_pass(ATTENTION, causal=False)
     unmasked = free.logits[0].float().cpu()
-    attention = [free.trace.self_attention(i)[0].float().cpu().numpy() for i in range(session.config.n_layers)]
     n = len(session.token_ids)
-    future = np.triu(np.ones((n, n), dtype=bool), k=1)  # (T, T) key after query
-    per_row = [(a * future).sum(-1)[:, : n - 1].mean() for a in attention] if n > 1 else [0.0]
+    future = torch.ones(n, n, dtype=torch.bool).triu(1)  # (T, T) key after query
+    per_row = []  # per layer: the mean weight a row (all but the last, which has no future) puts on later keys
+    for i in range(session.config.n_layers):
+        probs = free.trace.self_attention(i)[0].float()  # (heads, T, T)
+        per_row.append(float((probs * future).sum(-1)[:, : n - 1].mean()) if n > 1 else 0.0)
     top_masked, top_free = masked.argmax(-1).tolist(), unmasked.argmax(-1).tolist()
     changed = [(i, a, b) for i, (a, b) in enumerate(zip(top_masked, top_free, strict=True)) if a != b]
     return Sandbox(
-        attention=attention,
+        layer=layer,
+        attention=free.trace.self_attention(layer)[0].float().cpu().numpy(),
         future_weight=float(np.mean(per_row)),
         changed=changed,
         max_logit_difference=float((unmasked - masked).abs().max()),

@@ -135,16 +135,18 @@ def head_roles(session: GenerationSession) -> HeadRoles:
     n = len(session.token_ids)
     if n < MIN_ROWS + 2:
         raise InputError(f"Head roles need at least {MIN_ROWS + 2} tokens; step a few times first.")
-    self_attn = [session.self_attention(i) for i in range(session.config.n_layers)]  # (heads, T, T) each
-    scores = {
-        "previous token": np.stack([previous_token_score(a) for a in self_attn]),
-        "first token": np.stack([first_token_score(a) for a in self_attn]),
-        "self": np.stack([self_score(a) for a in self_attn]),
-    }
+    per_layer = {"previous token": [], "first token": [], "self": [], "entropy": []}
+    for i in range(session.config.n_layers):  # one layer's (heads, T, T) at a time: bounded memory
+        attention = session.self_attention(i)
+        per_layer["previous token"].append(previous_token_score(attention))
+        per_layer["first token"].append(first_token_score(attention))
+        per_layer["self"].append(self_score(attention))
+        per_layer["entropy"].append(row_entropy(attention[:, 2:]))
+    entropy = np.stack(per_layer.pop("entropy"))
+    scores = {role: np.stack(values) for role, values in per_layer.items()}
     repeated, start = induction_attention(session)
     scores["induction"] = np.stack([induction_score(a, start, INDUCTION_PERIOD) for a in repeated])
     if session.is_encoder_decoder:
         cross = [session.cross_attention(i) for i in range(session.config.n_layers)]  # (heads, T, S) each
         scores["alignment"] = np.stack([alignment_score(a) for a in cross])
-    entropy = np.stack([row_entropy(a[:, 2:]) for a in self_attn])
     return HeadRoles(scores=scores, entropy=entropy, tags=assign_tags(scores), rows=n - 2)

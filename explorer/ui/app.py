@@ -531,13 +531,13 @@ def build_demo() -> gr.Blocks:
         def on_parallel_check(st, progress=gr.Progress()):
             st = require(st)
             progress(0, desc="One parallel pass, and the sequence again one token at a time")
-            st.keep("parallel", proof.parallel_check(st.session))
+            st.keep("parallel", proof.parallel_check(st.session, progress))
             return {parallel_info: insights.parallel_summary(st)}
 
         @tab_event
         def on_sandbox(st):
             st = require(st)
-            st.keep("sandbox", proof.unmasked_pass(st.session))
+            st.keep("sandbox", proof.unmasked_pass(st.session, st.layer))
             return {
                 sandbox_info: insights.sandbox_summary(st),
                 sandbox_plot: plot(insights.sandbox_figure(st), st.image_format, "sandbox"),

@@ -102,9 +102,12 @@ def sandbox_figure(state: ExplorerState):
     sandbox = state.result("sandbox")
     if sandbox is None:
         return None
+    if sandbox.layer != state.layer:  # another layer chosen: one more mask-free pass keeps that one
+        sandbox = proof.unmasked_pass(state.session, state.layer)
+        state.keep("sandbox", sandbox)
     tokens = state.session.token_texts()
     return attention_heatmap(
-        pick_head(sandbox.attention[state.layer], state.head), tokens, tokens, causal=False,
+        pick_head(sandbox.attention, state.head), tokens, tokens, causal=False,
         title=f"Without the mask (sandbox): layer {state.layer}, {head_label(state.head)}",
     )  # fmt: skip
 
