@@ -428,13 +428,13 @@ def build_demo() -> gr.Blocks:
             return render(st, full=fresh)
 
         def on_generate(request: gr.Request, st, limit, *values):
+            figures_sent_at = float("-inf")
+            figures_behind = False  # the screen's figures show an earlier step than the session
             try:
                 with st.lock if st is not None else contextlib.nullcontext():
                     st, fresh = current(st, *values)
                 stop_requests.discard(request.session_hash)
                 st.stop_requested = False
-                figures_sent_at = 0.0
-                figures_behind = False  # the screen's figures show an earlier step than the session
                 for i in range(int(limit)):
                     with st.lock:  # one step at a time, between other events of this tab
                         stopped = st.stop_requested or request.session_hash in stop_requests
@@ -448,13 +448,14 @@ def build_demo() -> gr.Blocks:
                         figures_sent_at = time.perf_counter()
                     figures_behind = not due
                     yield views_now
-                if figures_behind and st.session is not None:
-                    with st.lock:
-                        views_now = render(st)
-                    yield views_now
-            except USER_ERRORS as error:
+            except USER_ERRORS as error:  # e.g. an empty prompt, or a context window filled during the run
                 gr.Warning(str(error))
-                yield gr.skip()
+                if not figures_behind:
+                    yield gr.skip()  # a generator must yield something; the page stays as it was
+            if figures_behind and st.session is not None:  # catch the figures up with the last step
+                with st.lock:
+                    views_now = render(st)
+                yield views_now
 
         def on_stop(request: gr.Request, st):
             """End a running Generate after its current step, and draw that step in full.
