@@ -6,6 +6,7 @@ import pytest
 
 import explorer
 from explorer.session import InputError
+from explorer.ui import model_store, views
 from explorer.ui.views import MEAN, ExplorerState, checked_query, checked_view
 
 
@@ -54,3 +55,16 @@ def test_release_drops_the_session(session):
     state = ExplorerState("tiny", session=session)
     state.release()
     assert state.session is None and state.comparison is None
+
+
+def test_a_local_folder_shows_relative_to_its_allowed_folder(session, checkpoints, monkeypatch):
+    folder = checkpoints["gpt2"]
+    monkeypatch.setenv(model_store.MODEL_DIRS_ENV, str(folder.parent))
+    resolved = model_store.resolve_custom(folder.name)
+    assert resolved == str(folder.resolve())  # the server works with the absolute path...
+    assert model_store.public_name(resolved) == folder.name  # ...the page and links show this
+    assert model_store.resolve_custom(model_store.public_name(resolved)) == resolved  # and a link comes back
+    assert model_store.public_name("/somewhere/else/model") == "model"  # never a path outside the allowed ones
+    assert model_store.public_name("en-de-numbers") == "en-de-numbers"
+    state = ExplorerState(resolved, session)
+    assert str(folder.parent) not in views.status_line(state)

@@ -554,7 +554,8 @@ def build_demo() -> gr.Blocks:
         def current_snapshot(st: ExplorerState) -> snapshot.Snapshot:
             st = require(st)
             return snapshot.snapshot_of(
-                st.model_name, st.session, layer=st.layer, head=st.head, query=st.query, tab=st.tab
+                model_store.public_name(st.model_name), st.session, layer=st.layer, head=st.head, query=st.query,
+                tab=st.tab,
             )  # fmt: skip
 
         @tab_event

@@ -65,6 +65,18 @@ def resolve_custom(text: str) -> str:
     )
 
 
+def public_name(name: str) -> str:
+    """A model name fit to show and to put in a link: a local folder relative to the allowed
+    folder holding it (``resolve_custom`` accepts that back), never the server's absolute path."""
+    path = Path(name)
+    if path.is_absolute():
+        for root in allowed_model_dirs():
+            if path.is_relative_to(root):
+                return str(path.relative_to(root))
+        return path.name
+    return name
+
+
 def get_model(name: str, progress: bool = True) -> LoadedModel:
     """Load once per process; later calls return the same object."""
     with _lock:

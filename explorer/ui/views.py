@@ -9,6 +9,7 @@ import numpy as np
 
 from explorer.session import CacheComparison, GenerationSession, InputError, TopToken
 from explorer.tokens import visible
+from explorer.ui import model_store
 from explorer.viz import attention_heatmap, head_grid, layer_profile_heatmap, timing_chart
 
 MEAN = "mean"
@@ -255,7 +256,8 @@ def cache_summary(state: ExplorerState) -> str:
 def status_line(state: ExplorerState) -> str:
     session = state.session
     n_new = len(session.generated_ids)
-    parts = [f"**{state.model_name}**", f"{len(session.token_ids)} tokens ({n_new} generated)"]
+    name = model_store.public_name(state.model_name)  # a local folder never shows the server's path
+    parts = [f"**{name}**", f"{len(session.token_ids)} tokens ({n_new} generated)"]
     if session.steps:
         last = session.steps[-1]
         parts.append(f"last step {last.elapsed_ms:.0f} ms with the cache {'on' if last.use_cache else 'off'}")
