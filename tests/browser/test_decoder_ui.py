@@ -222,9 +222,16 @@ def test_generate_streams_and_stops(page):
     )
     shown = len(tokens(page))
     page.click("#stop")
-    idle(page)
+    # Settled: the strip no longer grows. (Stop itself draws the last step, which may arrive
+    # just after Gradio has marked the cancelled Generate done: "idle" alone can be early.)
     stopped = len(tokens(page))
-    page.wait_for_timeout(1500)
+    for _ in range(40):
+        page.wait_for_timeout(1500)
+        now = len(tokens(page))
+        if now == stopped:
+            break
+        stopped = now
+    idle(page)
     assert len(tokens(page)) == stopped
     # Stop ended Generate long before its limit of 256. (How many tokens still arrive after the
     # click depends on the machine: here the browser and the model share two cores. A page that
