@@ -21,6 +21,7 @@ import torch
 
 from explorer.loading import LoadedModel
 from explorer.model import ATTENTION, NOTHING, ContextWindowError, KVCache, Record, Trace
+from explorer.model.trace import residual_stream_names
 from explorer.sampling import SamplingSettings, choose_token
 from explorer.tokens import continuation_texts, piece_text, piece_texts
 
@@ -249,11 +250,16 @@ class GenerationSession:
 
     # ------------------------------------------------------------------ the model pass
     @torch.inference_mode()
-    def _forward(self, ids: torch.Tensor, **kwargs):
-        """The decoder over ``ids``; a translator's decoder also reads the encoder's memory."""
+    def run_decoder(self, ids: torch.Tensor, cache: KVCache | None = None, **kwargs):
+        """The model's decoder over ``ids`` (1, T) with ``cache``; a translator's decoder also
+        reads the encoder's memory of this session's source. Changes nothing in the session."""
         if self.is_encoder_decoder:
-            return self.model(ids, self.memory, cache=self.cache, last_only=True, **kwargs)
-        return self.model(ids, cache=self.cache, last_only=True, **kwargs)
+            return self.model(ids, self.memory, cache=cache, **kwargs)
+        return self.model(ids, cache=cache, **kwargs)
+
+    def _forward(self, ids: torch.Tensor, **kwargs):
+        """The session's own pass: through its cache, the last position's logits only."""
+        return self.run_decoder(ids, self.cache, last_only=True, **kwargs)
 
     @torch.inference_mode()
     def full_pass(self, record: Record = NOTHING, causal: bool = True):
@@ -262,10 +268,7 @@ class GenerationSession:
         Leaves the session as it was; the logit lens, the causal proof and its mask-free
         sandbox read this pass. Returns the model's Output: logits (1, T, vocab) and the trace.
         """
-        ids = self.ids_tensor(self.token_ids)  # (1, T)
-        if self.is_encoder_decoder:
-            return self.model(ids, self.memory, cache=None, record=record, causal=causal)
-        return self.model(ids, cache=None, record=record, causal=causal)
+        return self.run_decoder(self.ids_tensor(self.token_ids), record=record, causal=causal)  # (1, T) in
 
     def _process(self, n_new: int) -> tuple[float, Trace]:
         """Run the model so that the last ``n_new`` tokens are processed; keep their rows.
@@ -289,7 +292,7 @@ class GenerationSession:
         self._next_logits = output.logits[0, -1].cpu()  # sampling and the views work on the CPU
         self.newest_residuals = None
         if one_token:
-            names = ["decoder.embed"] + [f"decoder.{i}.resid_after_ffn" for i in range(self.config.n_layers)]
+            names = residual_stream_names(self.config.n_layers)
             self.newest_residuals = torch.stack([output.trace[name][0, -1] for name in names])  # (layers + 1, d)
         if "attention" in record:
             for i in range(self.config.n_layers):

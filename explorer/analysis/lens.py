@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from explorer.model import Record
+from explorer.model.trace import residual_stream_names
 from explorer.session import GenerationSession, InputError
 from explorer.tokens import continuation_texts
 
@@ -45,7 +46,7 @@ def logit_lens(session: GenerationSession, position: int | None = None, k: int =
         residuals = session.newest_residuals  # (layers + 1, d_model), kept by the step: no extra pass
     else:  # an earlier token: one parallel pass over the text
         trace = session.full_pass(RESIDUAL).trace
-        names = ["decoder.embed"] + [f"decoder.{i}.resid_after_ffn" for i in range(session.config.n_layers)]
+        names = residual_stream_names(session.config.n_layers)
         residuals = torch.stack([trace[name][0, position] for name in names])  # (layers + 1, d_model)
     probs = session.model.unembed(residuals).float().softmax(-1).cpu()  # (layers + 1, vocab)
     values, ids = probs.topk(k, dim=-1)  # (layers + 1, k)

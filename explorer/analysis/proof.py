@@ -32,15 +32,12 @@ def step_by_step_logits(session: GenerationSession, progress=None) -> torch.Tens
     """(T, vocab) logits of every position, fed one token at a time through a fresh KV cache,
     as Step does (the prompt included, which Step's prefill runs in one pass).
     ``progress(fraction)`` is called after each token, if given."""
-    model, cache = session.model, session.model.new_cache()
+    cache = session.model.new_cache()
     rows = []
     n = len(session.token_ids)
     for i in range(n):
         ids = session.ids_tensor(session.token_ids[i : i + 1])  # (1, 1)
-        if session.is_encoder_decoder:
-            out = model(ids, session.memory, cache=cache)
-        else:
-            out = model(ids, cache=cache)
+        out = session.run_decoder(ids, cache)
         rows.append(out.logits[0, -1].float().cpu())
         if progress is not None:
             progress((i + 1) / n)

@@ -122,10 +122,7 @@ def induction_attention(session: GenerationSession, period: int = INDUCTION_PERI
     block = generator.choice(pool, size=period, replace=False).tolist()
     prefix = session.token_ids[:1]  # the model's usual first token (a start token for translators)
     ids = session.ids_tensor(prefix + block + block)  # (1, 1 + 2 * period)
-    if session.is_encoder_decoder:
-        out = session.model(ids, session.memory, record=ATTENTION)
-    else:
-        out = session.model(ids, record=ATTENTION)
+    out = session.run_decoder(ids, record=ATTENTION)
     return [out.trace.self_attention(i)[0].float().cpu().numpy() for i in range(config.n_layers)], len(prefix)
 
 

@@ -56,6 +56,11 @@ class Record:
         return kind in self.kinds
 
 
+def residual_stream_names(n_layers: int, stack: str = "decoder") -> list[str]:
+    """The residual stream after the embeddings, then after each whole layer (n_layers + 1 names)."""
+    return [f"{stack}.embed"] + [f"{stack}.{i}.resid_after_ffn" for i in range(n_layers)]
+
+
 NOTHING = Record()
 ATTENTION = Record.of("attention")
 

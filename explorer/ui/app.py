@@ -61,7 +61,6 @@ CSS = """
 # follow every step, and the figures and candidates at most this often, and after the last step.
 FIGURES_EVERY_S = 0.5
 
-stop_requests: set[str] = set()  # browser sessions whose running Generate should end
 # Each open browser tab's state, by Gradio's session hash, so that closing the tab can free its
 # session at once (Gradio itself keeps a closed tab's state for an hour). Weak: Gradio owns them.
 open_states: weakref.WeakValueDictionary[str, ExplorerState] = weakref.WeakValueDictionary()
@@ -79,7 +78,6 @@ def saved_session_folder(request: gr.Request) -> Path:
 def release_closed_tab(request: gr.Request) -> None:
     st = open_states.pop(request.session_hash, None)
     shutil.rmtree(saved_session_folder(request), ignore_errors=True)
-    stop_requests.discard(request.session_hash)
     if st is not None:
         with st.lock:  # after the step that may be running
             if st.session is not None:
@@ -427,18 +425,16 @@ def build_demo() -> gr.Blocks:
             st.query = None
             return render(st, full=fresh)
 
-        def on_generate(request: gr.Request, st, limit, *values):
+        def on_generate(st, limit, *values):
             figures_sent_at = float("-inf")
             figures_behind = False  # the screen's figures show an earlier step than the session
             try:
                 with st.lock if st is not None else contextlib.nullcontext():
                     st, fresh = current(st, *values)
-                stop_requests.discard(request.session_hash)
                 st.stop_requested = False
                 for i in range(int(limit)):
                     with st.lock:  # one step at a time, between other events of this tab
-                        stopped = st.stop_requested or request.session_hash in stop_requests
-                        if st.session is None or st.session.finished or stopped:
+                        if st.session is None or st.session.finished or st.stop_requested:
                             break
                         st.session.step()
                         st.query = None
@@ -457,13 +453,14 @@ def build_demo() -> gr.Blocks:
                     views_now = render(st)
                 yield views_now
 
-        def on_stop(request: gr.Request, st):
+        def on_stop(st):
             """End a running Generate after its current step, and draw that step in full.
 
             Outside the queue, so that it is not queued behind the Generate it ends. Gradio's
             cancel (wired below) may end the Generate before it sends its last step's figures
-            (it sends them at most every FIGURES_EVERY_S), so Stop sends them itself."""
-            stop_requests.add(request.session_hash)  # also ends a Generate that has no state yet
+            (it sends them at most every FIGURES_EVERY_S), so Stop sends them itself. The flag
+            is on the tab's one state object, which the running Generate holds too (a tab with
+            no state yet has no Generate to stop)."""
             if st is None:
                 return gr.skip()
             st.stop_requested = True
