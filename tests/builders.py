@@ -67,7 +67,7 @@ def tiny_marian(folder: Path, seed: int = 0, never_end: bool = True) -> Path:
 
     from explorer.train.tokenizer import build_marian_tokenizer
 
-    build_marian_tokenizer(CORPUS, folder, vocab_size=120)
+    build_marian_tokenizer(CORPUS, CORPUS, folder, vocab_size=240)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     torch.manual_seed(seed)
     config = MarianConfig(

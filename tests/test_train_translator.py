@@ -59,3 +59,46 @@ def test_tiny_training_run_end_to_end(tmp_path):
         memory, _ = loaded.model.encode(src)
         ours = loaded.model(tgt, memory).logits
     assert (ours - expected).abs().max() <= 1e-4
+
+
+def test_learning_rate_warms_up_then_cools_down_to_zero():
+    from explorer.train.translator import TrainConfig, learning_rate, noam_lr
+
+    config = TrainConfig(steps=1000, warmup=100, cooldown=0.3)
+    rates = [learning_rate(step, config) for step in range(1, 1001)]
+    peak = max(range(1000), key=rates.__getitem__) + 1
+    assert peak == 100  # the 2017 warm-up ends at its peak
+    assert rates[499] == noam_lr(500, config.d_model, 100, 1.0)  # before the cool-down: the 2017 schedule
+    assert rates[700] < noam_lr(701, config.d_model, 100, 1.0)  # the cool-down has begun (step 701 of 1000)
+    assert all(a >= b for a, b in zip(rates[peak:], rates[peak + 1 :], strict=False))  # never rises again
+    assert rates[-1] == 0.0
+
+
+def test_every_time_is_typed_three_ways():
+    import random
+
+    from explorer.train.data import times
+
+    pairs = times(random.Random(0))
+    quarter_to_four = [p for p in pairs if p.value == "15:45:00"]
+    assert {(p.english, p.german) for p in quarter_to_four} == {
+        ("3:45 PM", "15:45"), ("3:45pm", "15:45"), ("at 3:45 PM", "um 15:45"),
+    }  # fmt: skip
+
+
+def test_small_numbers_are_repeated_in_training_only_as_asked():
+    from explorer.train.data import Pair
+    from explorer.train.translator import with_small_numbers_repeated
+
+    pairs = [
+        Pair("twenty-one", "einundzwanzig", "cardinal", "21"),
+        Pair("twenty-first", "einundzwanzigste", "ordinal", "21"),
+        Pair("three hundred", "dreihundert", "cardinal", "300"),
+        Pair("21", "21", "number", "21"),
+    ]
+    repeated = with_small_numbers_repeated(pairs, 3)
+    assert [p.english for p in repeated].count("twenty-one") == 3
+    assert [p.english for p in repeated].count("twenty-first") == 3
+    assert [p.english for p in repeated].count("three hundred") == 1
+    assert [p.english for p in repeated].count("21") == 1
+    assert with_small_numbers_repeated(pairs, 1) == pairs
