@@ -64,35 +64,66 @@ def reference_translation(text: str) -> str:
     return tokenizer.decode(out[0], skip_special_tokens=True)
 
 
-def test_held_out_sample_translates_as_transformers_does_with_the_cache_on_and_off(translator):
-    """Our greedy generation equals transformers' greedy generate, cache on and off.
-
-    (The model's accuracy against the references is measured by the training script and stated
-    in its model card; it does not yet reach the targets of its issue.)
-    """
+def test_held_out_sample_translates_correctly_and_as_transformers_does_with_the_cache_on_and_off(translator):
+    """Three held-out values per category: right (the model card gives the whole test split's
+    figures), and our greedy generation equals transformers' greedy generate, cache on and off."""
     test = build_dataset(seed=0)["test"]
     rng = random.Random(1)
     by_category = {}
     for pair in test:
         by_category.setdefault(pair.category, []).append(pair)
-    sample = [p for pairs in by_category.values() for p in rng.sample(pairs, min(2, len(pairs)))]
-    correct = 0
+    sample = [p for pairs in by_category.values() for p in rng.sample(pairs, min(3, len(pairs)))]
+    wrong = []
     for pair in sample:
         cached = translate(translator, pair.english, use_cache=True)
         assert translate(translator, pair.english, use_cache=False) == cached
         assert cached == reference_translation(pair.english)
-        correct += cached == pair.german
-    assert correct >= len(sample) // 2  # a real translator, not noise
+        if cached != pair.german:
+            wrong.append((pair.english, pair.german, cached))
+    assert len(wrong) <= len(sample) // 10, wrong
+
+
+def test_how_people_type(translator):
+    """Spaces around the text, capitals and a final period do not change the translation."""
+    cases = {
+        "twenty-one": "einundzwanzig",
+        "  twenty-one  ": "einundzwanzig",
+        "Twenty-One": "einundzwanzig",
+        "twenty-one.": "einundzwanzig.",
+        "WEDNESDAY, MARCH 3, 2021": "Mittwoch, 3. März 2021",
+        "at 3:45pm": "um 15:45",
+        "At 3:45 PM.": "um 15:45.",
+    }
+    assert {text: translate(translator, text, use_cache=True) for text in cases} == cases
+
+
+def test_capitals_reach_the_model_as_the_same_pieces(translator):
+    """The English tokenizer folds case, so robustness to capitals holds for every input."""
+    encode = translator.tokenizer
+    assert encode("MARCH Twenty-First")["input_ids"] == encode("march twenty-first")["input_ids"]
+
+
+def test_cross_attention_shows_the_units_before_the_tens():
+    """The model card's alignment figure, recomputed: in "twenty-one" -> "ein" "und" "zwanzig",
+    the last decoder layer reads "one" to write "ein" and "twenty" to write "zwanzig"."""
+    from transformers import MarianTokenizer
+
+    from explorer.train.alignment import alignment_accuracy
+    from explorer.train.translator import cross_attention_probe
+
+    tokenizer = MarianTokenizer.from_pretrained(FOLDER)
+    assert tokenizer.convert_ids_to_tokens(tokenizer(text_target="einundzwanzig")["input_ids"])[1:4] == [
+        "ein", "und", "zwanzig",
+    ]  # fmt: skip
+    card = json.loads((FOLDER / "metrics.json").read_text())
+    by_layer = alignment_accuracy(cross_attention_probe(FOLDER), tokenizer, n_layers=3)
+    assert by_layer == pytest.approx(card["alignment_by_layer"], abs=1e-6)
+    assert by_layer[-1] >= 0.8
 
 
 def test_known_translations(translator):
     assert translate(translator, "Wednesday, March 3, 2021", use_cache=True) == "Mittwoch, 3. März 2021"
     assert translate(translator, "three hundred and forty-two", use_cache=True) == "dreihundertzweiundvierzig"
-
-
-def test_spaces_around_the_input_do_not_matter(translator):
-    text = "Wednesday, March 3, 2021"
-    assert translate(translator, f"  {text}  ", use_cache=True) == translate(translator, text, use_cache=True)
 
 
 def test_out_of_domain_does_not_crash(translator):

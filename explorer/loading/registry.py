@@ -119,8 +119,9 @@ REGISTRY: dict[str, _Spec] = {
     ),
     TRANSLATOR_MODEL: _Spec(
         "A small English-to-German translator for numbers, dates, times and quantities, trained for "
-        "this explorer (Marian architecture, 3+3 layers, 4 heads). It knows nothing else, and makes "
-        "mistakes even there: its model card in assets/en-de-numbers gives its accuracy. Embedded, offline.",
+        "this explorer (Marian architecture, 3+3 layers, 4 heads): 99.7% of held-out examples exactly right. "
+        'It knows nothing else: other text comes out as numbers. Try "twenty-one" and see, in the '
+        "cross-attention of layer 2, German write the units first. Embedded, offline.",
         True,
         "embedded",
         lambda: _translator_folder() and None,

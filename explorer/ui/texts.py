@@ -16,8 +16,11 @@ head to open it above."""
 
 CROSS_ATTENTION = """**Cross-attention** is how the decoder reads the source sentence. Queries
 come from the target tokens written so far, keys and values from the encoder's output. Nothing
-is masked: the whole source is known before the first target token is written. Good
-translators show a rough diagonal, bending where the word order differs."""
+is masked: the whole source is known before the first target token is written. A row is the
+step that writes the *next* token. Good translators show a rough diagonal, bending where the
+word order differs: try "twenty-one", which German says units first ("ein" "und" "zwanzig"),
+and see in layer 2 the row that writes "ein" read "one" and the row that writes "zwanzig" read
+"twenty"; or a date, whose day moves before the month."""
 
 ENCODER_ATTENTION = """**Encoder self-attention** runs once per source sentence and is not masked:
 every source token may read every other, before and after it."""

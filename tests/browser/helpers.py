@@ -45,6 +45,9 @@ def plot(page, elem_id: str) -> dict:
                     rows: rows(d.z).length, cols: rows(d.z).length ? rows(d.z)[0].length : 0,
                     nan: rows(d.z).flat().filter(v => v === null || Number.isNaN(v)).length,
                     y: d.y ? Array.from(d.y) : [],
+                    // each row's column of largest weight (masked cells are null)
+                    argmax: rows(d.z).map(r => r.reduce((best, v, i) => (v !== null && !Number.isNaN(v)
+                        && (best < 0 || v > r[best])) ? i : best, -1)),
                 })),
             };
         }""",

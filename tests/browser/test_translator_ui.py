@@ -65,6 +65,35 @@ def test_translate_and_see_cross_attention(page):
     shot(page, "translator-generated")
 
 
+def test_cross_attention_shows_the_units_read_before_the_tens(page):
+    """The translator's lesson, on screen: "twenty-one" -> "ein" "und" "zwanzig". In the last
+    layer's head average, the row that writes "ein" (the row of the token before it) peaks on
+    "one", and the row that writes "zwanzig" peaks on "twenty"."""
+    choose_model(page, "en-de-numbers")
+    page.wait_for_selector("#source-strip .token")
+    type_prompt(page, "Twenty-One")
+    page.click("#generate")
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('ended the text')")
+    idle(page)
+    strip = tokens(page)
+    assert strip[-4:] == ["ein", "und", "zwanzig", "</s>"]
+    source = page.eval_on_selector_all("#source-strip .token .text", "els => els.map(e => e.textContent)")
+    assert [s.replace("·", "") for s in source] == ["twenty", "-", "one", "</s>"]  # capitals folded
+
+    page.click("button[role=tab]:has-text('Cross-attention')")
+    layer_box = page.locator("#layer input[type=number]")
+    layer_box.fill("2")
+    layer_box.press("Enter")
+    page.locator("#layer input[type=range]").dispatch_event("pointerup")
+    wait_plot_title(page, "cross-attention", "Cross-attention, layer 2")
+    idle(page)
+    peaks = plot(page, "cross-attention")["traces"][0]["argmax"]  # one per target row
+    read_to_write = {strip[row + 1]: source[peaks[row]].replace("·", "") for row in range(len(strip) - 1)}
+    assert read_to_write["ein"] == "one"
+    assert read_to_write["zwanzig"] == "twenty"
+    shot(page, "translator-units-before-tens")
+
+
 def test_unavailable_model_keeps_the_previous_one(page):
     before = tokens(page)
     choose_model(page, "gpt2")
