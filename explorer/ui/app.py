@@ -41,8 +41,9 @@ DECODER_EXAMPLES = [
 ]
 TRANSLATOR_EXAMPLES = [
     "Wednesday, March 3, 2021",
+    "twenty-one",  # German says the units first: see cross-attention, layer 2
     "three hundred and forty-two",
-    "fifty-four",
+    "at 3:45pm",
     "$12.50",
     "1,234,567",
     "342 kilometers",
