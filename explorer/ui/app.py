@@ -48,6 +48,18 @@ TRANSLATOR_EXAMPLES = [
     "1,234,567",
     "342 kilometers",
 ]
+
+
+def example_picker(examples: list[str], label: str, text: gr.Textbox) -> None:
+    """Clickable examples that set only the text box's value.
+
+    (gr.Examples also sends the box's first settings back with the value, which turned the
+    translator's "Source sentence" label back into "Prompt".)
+    """
+    picker = gr.Dataset(components=["textbox"], samples=[[example] for example in examples], label=label)
+    picker.click(lambda sample: sample[0], inputs=picker, outputs=text, queue=False, show_progress="hidden")
+
+
 CSS = """
 #token-strip .textfield { line-height: 2.1; }
 #candidates table { font-family: ui-monospace, monospace; }
@@ -136,9 +148,9 @@ def build_demo() -> gr.Blocks:
                     label="Prompt", value=DECODER_EXAMPLES[0], lines=3, max_lines=12, elem_id="prompt"
                 )  # fmt: skip
                 with gr.Column(visible=True) as decoder_examples:
-                    gr.Examples(DECODER_EXAMPLES, inputs=text, label="Examples")
+                    example_picker(DECODER_EXAMPLES, "Examples", text)
                 with gr.Column(visible=False) as translator_examples:
-                    gr.Examples(TRANSLATOR_EXAMPLES, inputs=text, label="Example sentences")
+                    example_picker(TRANSLATOR_EXAMPLES, "Example sentences", text)
                 chat = gr.Checkbox(label="Use the chat template", value=False, elem_id="chat")
                 with gr.Row():
                     step_button = gr.Button("Step", variant="primary", elem_id="step", min_width=70)

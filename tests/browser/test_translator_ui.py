@@ -71,6 +71,9 @@ def test_cross_attention_shows_the_units_read_before_the_tens(page):
     "one", and the row that writes "zwanzig" peaks on "twenty"."""
     choose_model(page, "en-de-numbers")
     page.wait_for_selector("#source-strip .token")
+    page.get_by_role("button", name="twenty-one", exact=True).click()  # an example sentence
+    page.wait_for_function("() => document.querySelector('#prompt textarea').value === 'twenty-one'")
+    assert page.locator("#prompt label").inner_text().startswith("Source sentence")  # not reset to "Prompt"
     type_prompt(page, "Twenty-One")
     page.click("#generate")
     page.wait_for_function("() => document.querySelector('#status').innerText.includes('ended the text')")
