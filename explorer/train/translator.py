@@ -256,7 +256,7 @@ def model_card(metrics: dict, config: TrainConfig) -> str:
     alignment = "\n".join(f"| {i} | {a:.1%} |" for i, a in enumerate(metrics["alignment_by_layer"]))
     examples = "\n".join(
         f"| {category} | `{en}` | {de} | {hyp} |"
-        for category, triples in metrics.get("examples", {}).items()
+        for category, triples in metrics["examples"].items()
         for en, de, hyp in triples
     )
     errors = "\n".join(f"| `{en}` | {de} | {hyp} |" for en, de, hyp in metrics["errors"]) or "| (none) | | |"
