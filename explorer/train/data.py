@@ -1,50 +1,27 @@
 """English -> German pairs for numbers, dates, times and quantities, made by well-kept libraries.
 
 num2words and babel (CLDR) write both sides, so the German is the libraries' correct rendering
-and the English takes the forms people type. Each example carries its category and the value
-it renders; the split is by value (a hash of category and value), so that no test number or
-date is ever seen in training, in any of its forms.
+and the English takes the forms people type (``forms.py`` adds the everyday notations and the
+small numbers). Each example carries its category, the value it renders and its template; the
+split is by value alone (``pairs.split_of``), so that no test number or date is ever seen in
+training in any of its forms, and the templates in ``forms.NEW_FORMS`` are never trained on.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import random
-from dataclasses import dataclass
+
+from .forms import NEW_FORMS, typed_forms
+from .pairs import SPLITS, Pair, clean, number_key, split_of
 
 CATEGORIES = ("cardinal", "number", "ordinal", "year", "date", "time", "currency", "unit")
-SPLITS = {"train": 0.90, "validation": 0.05, "test": 0.05}
 UNITS = [
     "length-kilometer", "length-meter", "length-centimeter", "length-mile", "mass-kilogram", "mass-gram",
     "volume-liter", "duration-hour", "duration-minute", "duration-day", "temperature-celsius",
 ]  # fmt: skip
 CURRENCIES = ["USD", "EUR", "GBP"]
 DATE_FORMATS = ["full", "long", "medium", "short", "MMMMd"]
-
-
-@dataclass(frozen=True)
-class Pair:
-    english: str
-    german: str
-    category: str
-    value: str  # what is rendered, e.g. "342" or "2021-03-03": the split key
-
-
-def _clean(text: str) -> str:
-    """CLDR uses narrow and non-breaking spaces; people type plain ones."""
-    return " ".join(text.replace("\u202f", " ").replace("\xa0", " ").split())
-
-
-def split_of(category: str, value: str) -> str:
-    digest = hashlib.sha1(f"{category}:{value}".encode()).digest()
-    u = int.from_bytes(digest[:8], "big") / 2**64
-    edge = 0.0
-    for name, share in SPLITS.items():
-        edge += share
-        if u < edge:
-            return name
-    return "train"
 
 
 def cardinals(rng: random.Random, n_values: int) -> list[Pair]:
@@ -73,11 +50,11 @@ def numbers(rng: random.Random, n_values: int) -> list[Pair]:
             n = rng.choice([rng.randrange(10_000), rng.randrange(10_000_000)])
         else:
             n = round(rng.randrange(100_000) / rng.choice([10, 100]), 2)
-        german = _clean(format_decimal(n, locale="de_DE"))
-        english = _clean(format_decimal(n, locale="en_US"))
-        pairs.append(Pair(english, german, "number", str(n)))
+        german = clean(format_decimal(n, locale="de_DE"))
+        english = clean(format_decimal(n, locale="en_US"))
+        pairs.append(Pair(english, german, "number", number_key(n)))
         if "," in english:
-            pairs.append(Pair(english.replace(",", ""), german, "number", str(n)))
+            pairs.append(Pair(english.replace(",", ""), german, "number", number_key(n)))
     return pairs
 
 
@@ -118,7 +95,7 @@ def dates(rng: random.Random, n_values: int) -> list[Pair]:
                 en, de = format_skeleton(fmt, day, locale="en_US"), format_skeleton(fmt, day, locale="de_DE")
             else:
                 en, de = format_date(day, fmt, locale="en_US"), format_date(day, fmt, locale="de_DE")
-            pairs.append(Pair(_clean(en), _clean(de), "date", day.isoformat()))
+            pairs.append(Pair(clean(en), clean(de), "date", day.isoformat()))
     return pairs
 
 
@@ -133,8 +110,8 @@ def times(rng: random.Random) -> list[Pair]:
     pairs = []
     for minute in range(24 * 60):
         t = dt.time(minute // 60, minute % 60)
-        german = _clean(format_time(t, "short", locale="de_DE"))
-        english = _clean(format_time(t, "short", locale="en_US"))
+        german = clean(format_time(t, "short", locale="de_DE"))
+        english = clean(format_time(t, "short", locale="en_US"))
         typed = english.replace(" AM", "am").replace(" PM", "pm")
         for en, de in ((english, german), (typed, german), (f"at {english}", f"um {german}")):
             pairs.append(Pair(en, de, "time", t.isoformat()))
@@ -148,9 +125,9 @@ def currencies(rng: random.Random, n_values: int) -> list[Pair]:
     for _ in range(n_values):
         amount = rng.choice([rng.randrange(1, 1000), rng.randrange(1, 1_000_000) / 100])
         code = rng.choice(CURRENCIES)
-        en = _clean(format_currency(amount, code, locale="en_US"))
-        de = _clean(format_currency(amount, code, locale="de_DE"))
-        pairs.append(Pair(en, de, "currency", f"{code} {amount}"))
+        en = clean(format_currency(amount, code, locale="en_US"))
+        de = clean(format_currency(amount, code, locale="de_DE"))
+        pairs.append(Pair(en, de, "currency", number_key(amount)))
     return pairs
 
 
@@ -161,36 +138,37 @@ def units(rng: random.Random, n_values: int) -> list[Pair]:
     for _ in range(n_values):
         value = rng.choice([1, rng.randrange(2, 1000), rng.randrange(1, 10_000) / 10])
         unit = rng.choice(UNITS)
-        en = _clean(format_unit(value, unit, locale="en_US", length="long"))
-        de = _clean(format_unit(value, unit, locale="de_DE", length="long"))
-        pairs.append(Pair(en, de, "unit", f"{unit} {value}"))
+        en = clean(format_unit(value, unit, locale="en_US", length="long"))
+        de = clean(format_unit(value, unit, locale="de_DE", length="long"))
+        pairs.append(Pair(en, de, "unit", number_key(value)))
     return pairs
 
 
 def typed_variants(pair: Pair, rng: random.Random) -> list[Pair]:
     """How people type: a final period (capitals need no examples: the tokenizer folds case)."""
     if rng.random() < 0.3:
-        return [Pair(pair.english + ".", pair.german + ".", pair.category, pair.value)]
+        return [Pair(pair.english + ".", pair.german + ".", pair.category, pair.value, pair.form)]
     return []
 
 
 def build_dataset(seed: int = 0, scale: float = 1.0) -> dict[str, list[Pair]]:
-    """All pairs, deduplicated, split by value. ``scale`` shrinks it (tests use a tiny one)."""
+    """All pairs, deduplicated, split by value; ``new_forms`` holds the templates never trained
+    on. ``scale`` shrinks it (tests use a tiny one)."""
     rng = random.Random(seed)
 
     def size(n: int) -> int:
         return max(5, int(n * scale))
 
-    every = (
+    every = typed_forms(rng, scale) + (
         cardinals(rng, size(6000)) + numbers(rng, size(5000)) + ordinals(rng) + years(rng)
         + dates(rng, size(9000)) + times(rng) + currencies(rng, size(5000)) + units(rng, size(6000))
     )  # fmt: skip
     if scale < 1:
         every = rng.sample(every, max(len(CATEGORIES) * 10, int(len(every) * scale)))
-    splits: dict[str, list[Pair]] = {name: [] for name in SPLITS}
+    splits: dict[str, list[Pair]] = {name: [] for name in (*SPLITS, "new_forms")}
     seen: set[str] = set()
     for pair in every:
-        split = split_of(pair.category, pair.value)
+        split = "new_forms" if pair.form in NEW_FORMS else split_of(pair.value)
         candidates = [pair] + (typed_variants(pair, rng) if split == "train" else [])
         for p in candidates:
             if p.english not in seen:  # one German rendering per English text

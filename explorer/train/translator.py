@@ -19,7 +19,9 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from .alignment import alignment_accuracy
+from .checks import FIRST_INPUTS, small_number_checks
 from .data import CATEGORIES, Pair, build_dataset
+from .pairs import always_trained
 from .tokenizer import build_marian_tokenizer
 
 
@@ -35,7 +37,7 @@ class TrainConfig:
     d_ff: int = 512
     dropout: float = 0.1
     batch_tokens: int = 1000  # padded tokens a side per batch (grouped by length); small batches, many steps
-    steps: int = 6000
+    steps: int = 10000
     warmup: int = 1200  # with d_model 256: a peak learning rate of 1.8e-3
     cooldown: float = 0.3  # the last 30% of the steps bring the learning rate linearly down to 0
     small_number_repeats: int = 6  # see ``with_small_numbers_repeated``
@@ -63,15 +65,17 @@ def learning_rate(step: int, config: TrainConfig) -> float:
 
 
 def with_small_numbers_repeated(pairs: list[Pair], repeats: int) -> list[Pair]:
-    """Cardinals and ordinals below 100 on their own, ``repeats`` times each per epoch.
+    """The vocabulary (numbers 0-100 in every form, weekdays, months, "a thousand") ``repeats``
+    times each per epoch.
 
     They are what people type first, and where German's units-before-tens order starts the
-    output ("twenty-one" -> "ein" "und" "zwanzig"), yet they are about 400 of 60,000 pairs. In
+    output ("twenty-one" -> "ein" "und" "zwanzig"), yet they are about 1,500 of 100,000 pairs. In
     longer numbers the first German piece comes from the first English word; a model trained
-    without the repeats had learnt that so well that it wrote "zweiundzwanzig" for "twenty-one".
+    without the repeats had learnt that so well that it wrote "zweiundzwanzig" for "twenty-one",
+    and "zwölfhundertzwölf" for "twelve" (a year).
     """
-    small = [p for p in pairs if p.category in ("cardinal", "ordinal") and int(p.value) < 100]
-    return pairs + small * (repeats - 1)
+    vocabulary = [p for p in pairs if always_trained(p.value)]
+    return pairs + vocabulary * (repeats - 1)
 
 
 def encode(tokenizer, pairs: list[Pair]) -> list[tuple[list[int], list[int]]]:
@@ -124,23 +128,43 @@ def translate(model, tokenizer, texts: list[str], batch_size: int = 128, max_new
     return out
 
 
-def evaluate(model, tokenizer, pairs: list[Pair]) -> dict:
+NEW_FORMS_SCORED = 1500  # of the new-forms set (about 5,000 pairs): enough for a percentage, and quick
+
+
+def write_known_words(folder: Path, pairs: list[Pair]) -> None:
+    """Every English word the training data holds: the explorer notes a source with other words."""
+    words = sorted({w for p in pairs for w in known_words_of(p.english)})
+    (folder / "known_words.json").write_text(json.dumps(words, indent=0))
+
+
+def known_words_of(text: str) -> list[str]:
+    import re
+
+    return re.findall(r"[a-z]+", text.lower())
+
+
+def evaluate(model, tokenizer, pairs: list[Pair], by: str = "category") -> dict:
+    """Exact match overall and by ``by`` (the pair's category or its form), chrF, the errors."""
     import sacrebleu
 
+    if not pairs:  # a tiny test run's new-forms set can be empty
+        return {"exact_match": float("nan"), "exact_match_by_category": {}, "chrf": float("nan"), "n": 0,
+                "n_errors": 0, "errors": [], "examples": {}}  # fmt: skip
     hypotheses = translate(model, tokenizer, [p.english for p in pairs])
     by_category: dict[str, list[bool]] = defaultdict(list)
     for pair, hyp in zip(pairs, hypotheses, strict=True):
-        by_category[pair.category].append(hyp == pair.german)
+        by_category[getattr(pair, by)].append(hyp == pair.german)
     exact = {c: sum(v) / len(v) for c, v in sorted(by_category.items())}
     overall = sum(sum(v) for v in by_category.values()) / len(pairs)
     chrf = sacrebleu.corpus_chrf(hypotheses, [[p.german for p in pairs]]).score
     errors = [(p.english, p.german, h) for p, h in zip(pairs, hypotheses, strict=True) if h != p.german]
+    n_errors = len(errors)
     examples = {}  # the first two test pairs of each category, as the model translates them
     for pair, hyp in zip(pairs, hypotheses, strict=True):
         if len(examples.setdefault(pair.category, [])) < 2:
             examples[pair.category].append((pair.english, pair.german, hyp))
     return {"exact_match": overall, "exact_match_by_category": exact, "chrf": chrf, "n": len(pairs),
-            "errors": errors[:20], "examples": dict(sorted(examples.items()))}  # fmt: skip
+            "n_errors": n_errors, "errors": errors[:40], "examples": dict(sorted(examples.items()))}  # fmt: skip
 
 
 def cross_attention_probe(folder: Path):
@@ -226,8 +250,12 @@ def train(config: TrainConfig, progress: bool = True) -> dict:
 
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    test = data["test"] if config.eval_limit is None else data["test"][: config.eval_limit]
-    metrics = evaluate(model, tokenizer, test)
+    limit = config.eval_limit
+    metrics = evaluate(model, tokenizer, data["test"][:limit])
+    metrics["new_forms"] = evaluate(model, tokenizer, data["new_forms"][: limit or NEW_FORMS_SCORED], by="form")
+    metrics["small_numbers"] = evaluate(model, tokenizer, small_number_checks(), by="form")
+    metrics["first_inputs"] = evaluate(model, tokenizer, FIRST_INPUTS, by="form")
+    write_known_words(out, data["train"])
     metrics["alignment_by_layer"] = alignment_accuracy(cross_attention_probe(out), tokenizer, config.layers)
     robust = translate(model, tokenizer, [en for en, _ in ROBUSTNESS])
     metrics["robustness"] = [
