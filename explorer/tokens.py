@@ -8,6 +8,7 @@ Decoding a token in the context of the few before it gives the real text it adds
 from __future__ import annotations
 
 import contextlib
+import unicodedata
 
 CONTEXT = 6  # tokens of left context; enough to complete any UTF-8 character
 
@@ -48,11 +49,28 @@ def piece_texts(tokenizer, ids: list[int]) -> list[str]:
     return [piece_text(tokenizer, ids, i) for i in range(len(ids))]
 
 
+INVISIBLE_NAMES = {"\u200b": "ZWSP", "\u200c": "ZWNJ", "\u200d": "ZWJ", "\u2060": "WJ", "\ufeff": "BOM",
+                   "\u00ad": "SHY", "\ufe0e": "VS15", "\ufe0f": "VS16"}  # fmt: skip
+MARKS = ("Mn", "Me")  # combining marks and variation selectors: drawn on the character before them
+
+
 def visible(text: str) -> str:
-    """Make whitespace visible for labels: spaces as ·, newlines as ⏎, tabs as ⇥."""
+    """Make whitespace visible for labels: spaces as ·, newlines as ⏎, tabs as ⇥; characters that
+    draw nothing (a zero-width joiner, a variation selector) by name, e.g. ⟨ZWJ⟩."""
     if text == "":
         return "∅"
+    alone = all(unicodedata.category(ch) in MARKS for ch in text)  # nothing here to draw them on
+    text = "".join(_shown(ch, alone) for ch in text)
     return text.replace(" ", "·").replace("\n", "⏎").replace("\t", "⇥").replace("\r", "␍")
+
+
+def _shown(ch: str, marks_alone: bool) -> str:
+    """A character as itself, or by name when it draws nothing: a format character (a zero-width
+    joiner), or a mark with no character before it in the piece."""
+    category = unicodedata.category(ch)
+    if category == "Cf" or (marks_alone and category in MARKS):
+        return f"⟨{INVISIBLE_NAMES.get(ch, f'U+{ord(ch):04X}')}⟩"
+    return ch
 
 
 def _is_sentencepiece(tokenizer) -> bool:

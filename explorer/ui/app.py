@@ -64,7 +64,14 @@ CSS = """
 #token-strip .textfield { line-height: 2.1; }
 #candidates table { font-family: ui-monospace, monospace; }
 .explain { font-size: 0.92em; color: var(--body-text-color-subdued); }
-@media (max-width: 640px) { .gradio-container { padding: 4px !important; } }
+@media (max-width: 640px) {
+  .gradio-container { padding: 4px !important; }
+  /* Gradio hides a slider's end labels on a phone: the Layer slider keeps its maximum in sight. */
+  #layer .min_value, #layer .max_value { display: inline !important; }
+  /* The probability bars fit their column (20 block characters, drawn narrower). */
+  #candidates td:last-child { font-size: 0.6em; letter-spacing: -0.05em; white-space: nowrap; }
+  #candidates th { font-size: 0.85em; }
+}
 """
 
 
@@ -153,12 +160,13 @@ def build_demo() -> gr.Blocks:
                     example_picker(TRANSLATOR_EXAMPLES, "Example sentences", text)
                 chat = gr.Checkbox(label="Use the chat template", value=False, elem_id="chat")
                 with gr.Row():
-                    step_button = gr.Button("Step", variant="primary", elem_id="step", min_width=70)
-                    generate_button = gr.Button("Generate", elem_id="generate", min_width=70)
+                    # Off until the page's first model has loaded (a click then would find no session).
+                    step_button = gr.Button("Step", variant="primary", elem_id="step", min_width=70, interactive=False)
+                    generate_button = gr.Button("Generate", elem_id="generate", min_width=70, interactive=False)
                     stop_button = gr.Button("Stop", variant="stop", elem_id="stop", min_width=70)
                 with gr.Row():
-                    undo_button = gr.Button("Undo", elem_id="undo", min_width=70)
-                    reset_button = gr.Button("Reset", elem_id="reset", min_width=70)
+                    undo_button = gr.Button("Undo", elem_id="undo", min_width=70, interactive=False)
+                    reset_button = gr.Button("Reset", elem_id="reset", min_width=70, interactive=False)
                 max_new = gr.Slider(
                     1, 256, value=40, step=1, label="Generate at most this many tokens", elem_id="max-new"
                 )
@@ -181,7 +189,7 @@ def build_demo() -> gr.Blocks:
                     link_button = gr.Button("Make a link to this step", elem_id="make-link")
                     link_box = gr.Textbox(label="Link", interactive=False, buttons=["copy"], elem_id="share-link")
             with gr.Column(scale=3, min_width=300):
-                status = gr.Markdown(elem_id="status")
+                status = gr.Markdown(texts.LOADING, elem_id="status")
                 source = gr.HighlightedText(
                     label="Source sentence tokens", color_map={"source": "#fee6ce"}, show_legend=False,
                     show_inline_category=False, visible=False, elem_id="source-strip",
@@ -194,10 +202,14 @@ def build_demo() -> gr.Blocks:
                 candidates = gr.Dataframe(
                     headers=["", "candidate", "probability", ""], datatype="str", interactive=False,
                     elem_id="candidates", label="Next-token candidates", max_height=420,
+                    column_widths=["9%", "29%", "32%", "30%"],  # room for the longest bar (20 blocks)
                 )  # fmt: skip
         with gr.Row():
-            layer = gr.Slider(0, 1, value=0, step=1, label="Layer", elem_id="layer")
-            head = gr.Dropdown(choices=[("average of all heads", MEAN)], value=MEAN, label="Head", elem_id="head")
+            # Side by side where there is room, one above the other on a phone (each needs ~260 px).
+            layer = gr.Slider(0, 1, value=0, step=1, label="Layer", elem_id="layer", min_width=260)
+            head = gr.Dropdown(
+                choices=[("average of all heads", MEAN)], value=MEAN, label="Head", elem_id="head", min_width=260
+            )  # fmt: skip
         with gr.Tabs(elem_id="views") as tabs:
             with gr.Tab("Self-attention", id="self", elem_id="tab-self") as self_tab:
                 with gr.Row(equal_height=False):
@@ -264,6 +276,8 @@ def build_demo() -> gr.Blocks:
                     with gr.Column(min_width=300):
                         cost_info = gr.Markdown(elem_id="step-cost")
                 gr.Markdown(texts.ARCHITECTURE, elem_classes="explain")
+
+        session_buttons = (step_button, generate_button, undo_button, reset_button)
 
         # ------------------------------------------------------------ rendering
         figures = {
@@ -343,11 +357,16 @@ def build_demo() -> gr.Blocks:
             }
             return out
 
+        def text_label(loaded) -> str:
+            return "Source sentence" if loaded.is_encoder_decoder else "Prompt"
+
         def model_views(loaded) -> dict:
+            """What a model changes; the buttons, off while the page's first model loads, come on."""
             translator = loaded.is_encoder_decoder
             return {
+                **{button: gr.Button(interactive=True) for button in session_buttons},
                 model_info: loaded.description,
-                text: gr.Textbox(label="Source sentence" if translator else "Prompt"),
+                text: gr.Textbox(label=text_label(loaded)),
                 chat: gr.Checkbox(visible=loaded.has_chat_template and not translator),
                 strip: gr.HighlightedText(color_map=views.strip_colors(translator)),
                 decoder_examples: gr.Column(visible=not translator),
@@ -405,12 +424,19 @@ def build_demo() -> gr.Blocks:
             except USER_ERRORS as error:
                 gr.Warning(f"This link cannot be opened: {error} The default model is shown instead.")
             progress(0, desc=f"Loading {model_name}")
-            loaded = model_store.get_model(model_name)
+            try:
+                loaded = model_store.get_model(model_name)
+            except ModelLoadError as error:  # the buttons come on: a Step then says to choose a model
+                gr.Warning(f"{error} Choose another model from the list.")
+                return {button: gr.Button(interactive=True) for button in session_buttons}
             st = new_session(tab_state(request, None, model_name), *values)
+            st.placed_text = values[0]  # the example the page opened with
             return {**model_views(loaded), **render(st, full=True)}
 
         @tab_event
         def on_model_change(request: gr.Request, model_name, st, *values, progress=gr.Progress(track_tqdm=True)):
+            if st is not None and st.session is not None and st.model_name == model_name:
+                return gr.skip()  # this model's session is already on screen (a repeated event)
             previous = st.model_name if st is not None else None
             try:
                 progress(0, desc=f"Loading {model_name}")
@@ -418,13 +444,23 @@ def build_demo() -> gr.Blocks:
             except ModelLoadError as error:
                 gr.Warning(f"{error} The previous model stays loaded.")
                 return {model: gr.Dropdown(value=previous)} if previous else gr.skip()
-            text_value = values[0]
-            was_translator = st is not None and st.session is not None and st.session.is_encoder_decoder
-            if loaded.is_encoder_decoder != was_translator:
-                text_value = TRANSLATOR_EXAMPLES[0] if loaded.is_encoder_decoder else DECODER_EXAMPLES[0]
-            st = new_session(tab_state(request, st, model_name), text_value, *values[1:], model_name=model_name)
-            label = "Source sentence" if loaded.is_encoder_decoder else "Prompt"
-            return {**model_views(loaded), text: gr.Textbox(value=text_value, label=label), **render(st, full=True)}
+            st = tab_state(request, st, model_name)
+            text_value = text_for(loaded, st, values[0])
+            st = new_session(st, text_value, *values[1:], model_name=model_name)
+            st.tab = "cross" if loaded.is_encoder_decoder else ("self" if st.tab == "cross" else st.tab)
+            return {
+                **model_views(loaded), text: gr.Textbox(value=text_value, label=text_label(loaded)),
+                tabs: gr.Tabs(selected=st.tab), **render(st, full=True),
+            }  # fmt: skip
+
+        def text_for(loaded, st: ExplorerState, text_value: str) -> str:
+            """The text for a newly chosen model: the user's own text stays; an example, or the text
+            the explorer put in the box, becomes the first example of the new model's kind."""
+            own = text_value not in (*DECODER_EXAMPLES, *TRANSLATOR_EXAMPLES, st.placed_text)
+            if own or st.session is None or st.session.is_encoder_decoder == loaded.is_encoder_decoder:
+                return text_value
+            st.placed_text = TRANSLATOR_EXAMPLES[0] if loaded.is_encoder_decoder else DECODER_EXAMPLES[0]
+            return st.placed_text
 
         @tab_event
         def on_custom_model(request: gr.Request, name, st, *values):
@@ -445,9 +481,10 @@ def build_demo() -> gr.Blocks:
                 with st.lock if st is not None else contextlib.nullcontext():
                     st, fresh = current(st, *values)
                 st.stop_requested = False
+                running = st.session  # a model switch, Reset or opened file replaces it: then stop
                 for i in range(int(limit)):
                     with st.lock:  # one step at a time, between other events of this tab
-                        if st.session is None or st.session.finished or st.stop_requested:
+                        if st.session is not running or running.finished or st.stop_requested:
                             break
                         st.session.step()
                         st.query = None
@@ -597,9 +634,8 @@ def build_demo() -> gr.Blocks:
             st.layer, st.head = layer_index, head_choice
             st.query = snap.query if snap.query is not None and 0 <= snap.query < len(session.token_ids) else None
             st.tab = snap.tab if snap.tab != "cross" or session.is_encoder_decoder else "self"
-            label = "Source sentence" if loaded.is_encoder_decoder else "Prompt"
             out = {
-                **model_views(loaded), text: gr.Textbox(value=snap.text, label=label), chat: snap.chat,
+                **model_views(loaded), text: gr.Textbox(value=snap.text, label=text_label(loaded)), chat: snap.chat,
                 use_cache: snap.use_cache, temperature: snap.temperature, top_k: snap.top_k, top_p: snap.top_p,
                 seed: snap.seed, tabs: gr.Tabs(selected=st.tab), **render(st, full=True),
             }  # fmt: skip
@@ -618,7 +654,7 @@ def build_demo() -> gr.Blocks:
                 progress(0, desc=f"Replaying {len(snap.generated)} tokens on {snap.model}")
                 out, difference = apply_snapshot(request, st, snap, arrays)
             except USER_ERRORS as error:
-                gr.Warning(f"{error} The session on screen stays.")
+                gr.Warning(f"This file cannot be opened: {error} The session on screen stays.")
                 return {open_file: None}
             n = len(snap.generated)
             gr.Info(
@@ -660,23 +696,26 @@ def build_demo() -> gr.Blocks:
             return on_tab
 
         # ------------------------------------------------------------ wiring
-        model_outputs = {model_info, text, chat, decoder_examples, translator_examples, model}
+        model_outputs = {model_info, text, chat, decoder_examples, translator_examples, model, *session_buttons}
         session_outputs = {layer, head, source, cross_tab}
         everything = {state, *step_views, *model_outputs, *session_outputs}
         restored = {*everything, *settings, tabs}
         demo.load(on_load, [model, *settings], restored)
         demo.unload(release_closed_tab)
-        model.input(on_model_change, [model, state, *settings], everything)
-        custom_model.submit(on_custom_model, [custom_model, state, *settings], everything)
         # A step's progress shows on the status line only: a spinner over every figure would
         # flash on each ~100 ms step (and redraw each component twice).
         quick = {"show_progress": "minimal", "show_progress_on": [status]}
         # A step changes the step views, and the session views when the text changed (a new session).
         stepped = {state, *step_views, *session_outputs}
-        step_button.click(on_step, [state, *settings], stepped, **quick)
+        # Every click counts: quick clicks queue in order (Gradio's default drops those made while one runs).
+        step_button.click(on_step, [state, *settings], stepped, trigger_mode="multiple", **quick)
         generate_event = generate_button.click(on_generate, [state, max_new, *settings], stepped, **quick)
+        # A model switch ends a running Generate (the Generate also checks that its session is current).
+        switched = {*everything, tabs}
+        model.select(on_model_change, [model, state, *settings], switched, cancels=[generate_event])
+        custom_model.submit(on_custom_model, [custom_model, state, *settings], switched, cancels=[generate_event])
         stop_button.click(on_stop, [state], {state, *step_views}, queue=False, cancels=[generate_event])
-        undo_button.click(on_undo, [state], {state, *step_views}, **quick)
+        undo_button.click(on_undo, [state], {state, *step_views}, trigger_mode="multiple", **quick)
         reset_button.click(on_reset, [state, *settings], everything)
         candidates.select(on_candidate, [state], {state, *step_views}, **quick)
         strip.select(on_token_click, [state], {strip, *figures}, **quick)

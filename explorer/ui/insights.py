@@ -69,12 +69,22 @@ def roles_summary(state: ExplorerState) -> str:
 
 
 def role_head_figure(state: ExplorerState):
-    """The selected head's self-attention, opened from the overview."""
+    """The selected head, opened from the overview, in the attention its tag was measured on:
+    cross-attention for an alignment head, self-attention for every other role."""
     session = state.session
     tokens = session.token_texts()
+    chosen = selected_head(state)
+    if session.is_encoder_decoder and chosen is not None and head_roles(state).tag(*chosen) == "alignment":
+        return attention_heatmap(
+            pick_head(session.cross_attention(state.layer), state.head), tokens, session.source_texts(),
+            causal=False, selected_query=state.query_position(), key_title="source tokens (encoder output)",
+            query_title="target tokens (decoder)",
+            title=f"Cross-attention (where alignment is measured), layer {state.layer}, {head_label(state.head)}",
+        )  # fmt: skip
+    what = "Decoder self-attention" if session.is_encoder_decoder else "Causal self-attention"
     return attention_heatmap(
         pick_head(session.self_attention(state.layer), state.head), tokens, tokens, causal=True,
-        title=f"Layer {state.layer}, {head_label(state.head)}", selected_query=state.query_position(),
+        title=f"{what}, layer {state.layer}, {head_label(state.head)}", selected_query=state.query_position(),
     )  # fmt: skip
 
 

@@ -1,5 +1,7 @@
 """The short explanations shown beside each view."""
 
+LOADING = "**Loading the model…** Step and Generate come on when it is ready."
+
 INTRO = """# Decoder Explorer
 Type a prompt, press **Step**, and watch a real transformer choose the next token: which
 earlier tokens every layer and head reads, how sure it is, and what the KV cache changes."""

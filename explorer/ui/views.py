@@ -28,6 +28,7 @@ class ExplorerState:
     comparison: CacheComparison | None = None
     tab: str = "self"  # the open tab: only its figures are built and sent
     stop_requested: bool = False  # set by Stop (without the lock), read by a running Generate
+    placed_text: str | None = None  # the text the explorer last put in the box (not typed by the user)
     image_format: str = "png"  # what the figures' camera button downloads: "png" or "svg"
     # Results computed on request (the causal proof, the sandbox, head roles), each with the
     # tokens it covered: shown only while those are the tokens on screen.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from .figure_json import Figure
 
 CACHED_COLOR = "#2171b5"
@@ -11,11 +13,17 @@ UNCACHED_COLOR = "#d94801"
 def timing_chart(series: dict[str, tuple[list[int], list[float]]]) -> Figure:
     """Milliseconds per step against position, one line per series ("cache on", "cache off")."""
     traces = [_line(name, positions, ms) for name, (positions, ms) in series.items()]
+    every = [p for positions, _ in series.values() for p in positions]
+    span = max(every) - min(every) if every else 0
     layout = {
         "title": {"text": "Milliseconds per step", "x": 0.01, "font": {"size": 14}},
-        "xaxis": {"title": {"text": "position of the new token"}},
-        "yaxis": {"title": {"text": "ms"}, "rangemode": "tozero"},
-        "height": 300, "margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.25},
+        # Positions are whole numbers: ticks at whole steps, about ten of them.
+        "xaxis": {"title": {"text": "position of the new token"}, "automargin": True, "tick0": 0,
+                  "dtick": max(1, math.ceil(span / 10))},
+        "yaxis": {"title": {"text": "ms"}, "rangemode": "tozero", "automargin": True},
+        # Room for the tick labels ("200") and the titles; the legend above the plot, clear of the x title.
+        "height": 320, "margin": {"l": 60, "r": 10, "t": 60, "b": 50},
+        "legend": {"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"},
     }  # fmt: skip
     return {"data": traces, "layout": layout}
 
