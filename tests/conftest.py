@@ -46,3 +46,17 @@ def hf_smollm2():
         str(path.parent), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
     )
     return model.eval()
+
+
+SLOW_FIXTURES = {"smollm2", "hf_smollm2", "app_url", "browser"}  # the real 135M model, or a running app
+
+
+def pytest_collection_modifyitems(items):
+    """Markers by what a test uses, so that they cannot drift: everything under tests/browser is
+    ``browser`` and ``slow``; a test that uses the real SmolLM2 or a running app is ``slow``.
+    ``pytest -m "not slow and not browser"`` is then the quick subset to develop with."""
+    for item in items:
+        if "tests/browser/" in item.nodeid or "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.slow)

@@ -108,3 +108,27 @@ def test_compare_cache_modes_checks_tokens(checkpoints):
     assert comparison.tokens_cached == session.generated_ids
     assert len(comparison.ms_cached) == len(comparison.ms_uncached) == 5
     assert comparison.max_logit_difference <= 1e-4
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "marian"])
+def test_sampling_gives_the_same_tokens_with_the_cache_on_and_off(checkpoints, family):
+    """The README's claim for sampling, not only greedy: the seed is combined with the position,
+    so both runs draw the same token at every step (and the draws are not all the greedy ones)."""
+    loaded = explorer.load_model(str(checkpoints[family]))
+    runs = {}
+    for use_cache in (True, False):
+        session = explorer.GenerationSession(
+            loaded, PROMPTS[family], use_cache=use_cache, temperature=1.5, top_k=50, top_p=0.95, seed=7
+        )
+        for _ in range(30):
+            if session.finished:
+                break
+            session.step()
+        runs[use_cache] = session.generated_ids
+    greedy = explorer.GenerationSession(loaded, PROMPTS[family])
+    for _ in range(len(runs[True])):
+        if greedy.finished:
+            break
+        greedy.step()
+    assert runs[True] == runs[False]
+    assert runs[True] != greedy.generated_ids  # it really sampled

@@ -9,6 +9,7 @@ import pytest
 import explorer
 from explorer.loading import ModelLoadError, ModelUnavailableError, UnknownModelError, sources
 from explorer.model import ContextWindowError
+from explorer.session import MAX_SESSION_POSITIONS, InputError
 
 
 def test_unknown_model_lists_the_registry():
@@ -112,3 +113,32 @@ def test_model_refuses_positions_past_its_window(checkpoints):
     loaded = explorer.load_model(str(checkpoints["gpt2"]))
     with pytest.raises(ContextWindowError):
         loaded.model(torch.zeros(1, 129, dtype=torch.long))
+
+
+@pytest.mark.slow
+def test_the_explorer_caps_a_session_at_1024_positions(smollm2):
+    """SmolLM2's window is 8,192 positions; a session holds at most 1,024 (its memory stays bounded)."""
+    assert smollm2.config.max_positions == 8192
+    session = explorer.GenerationSession(smollm2, "Hello")
+    assert session.max_positions == MAX_SESSION_POSITIONS == 1024
+    with pytest.raises(InputError, match="at most 1,023"):
+        explorer.GenerationSession(smollm2, " hello" * 1024)  # 1,024 tokens: no room for one more
+
+
+def test_the_server_runs_one_event_per_core_and_refuses_past_256_waiting(monkeypatch):
+    """The README's concurrency and queue claims, read off the app that ``launch`` builds."""
+    import os
+
+    import gradio as gr
+
+    from explorer.ui import app
+
+    monkeypatch.delenv(app.CONCURRENCY_ENV, raising=False)
+    assert app.concurrency() == os.cpu_count()
+    monkeypatch.setenv(app.CONCURRENCY_ENV, "3")
+    assert app.concurrency() == 3
+    launched = []
+    monkeypatch.setattr(gr.Blocks, "launch", lambda demo, **kwargs: launched.append(demo))
+    app.launch()
+    (demo,) = launched
+    assert demo._queue.default_concurrency_limit == 3 and demo._queue.max_size == app.QUEUE_SIZE == 256

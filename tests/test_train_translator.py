@@ -4,20 +4,34 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from explorer.train.data import CATEGORIES, build_dataset, split_of
 
 
-def test_split_is_by_value():
+def test_split_is_by_value_across_categories():
+    """A held-out value is held out in every form: 24 as "24", "twenty-four" or "twenty-fourth"
+    is one value, and the templates of new forms are never trained on."""
+    from explorer.train.forms import NEW_FORMS
+
     data = build_dataset(seed=0, scale=0.02)
-    values = {name: {(p.category, p.value) for p in pairs} for name, pairs in data.items()}
+    values = {name: {p.value for p in pairs} for name, pairs in data.items()}
     assert not values["train"] & values["test"]
     assert not values["train"] & values["validation"]
-    for name, pairs in data.items():
-        assert all(split_of(p.category, p.value) == name for p in pairs)
+    for name in ("train", "validation", "test"):
+        assert all(split_of(p.value) == name for p in data[name])
+    assert all(p.form in NEW_FORMS for p in data["new_forms"])
+    assert not {p.form for p in data["train"]} & set(NEW_FORMS)
     english = [p.english for pairs in data.values() for p in pairs]
     assert len(english) == len(set(english))  # deduplicated
+
+
+def test_one_value_has_one_split_in_every_category():
+    held_out = next(str(n) for n in range(101, 10_000) if split_of(str(n)) == "test")
+    assert all(split_of(str(n)) == "train" for n in range(-100, 101))  # small numbers: vocabulary
+    assert split_of("word:Monday") == "train" and split_of("07:00:00") == "train"  # a whole hour
+    assert split_of(held_out) == "test"
 
 
 def test_pairs_are_library_renderings():
@@ -26,28 +40,41 @@ def test_pairs_are_library_renderings():
     assert {p.category for p in pairs} == set(CATEGORIES)
     from num2words import num2words
 
-    for p in pairs:
-        if p.category == "cardinal":  # a typed final period is carried over to the German
-            assert p.german.removesuffix(".") == num2words(int(p.value), lang="de")
+    cardinals = [p for p in pairs if p.category == "cardinal" and not p.value.startswith("word:")]
+    assert len(cardinals) > 50
+    for p in cardinals:  # a typed final period is carried over to the German
+        assert p.german.removesuffix(".") == num2words(int(p.value), lang="de")
 
 
-def test_tiny_training_run_end_to_end(tmp_path):
+def test_the_training_script_runs_end_to_end_on_a_tiny_configuration(tmp_path):
+    """``scripts/train_translator.py`` itself, as the model card's command runs it, only smaller."""
+    import subprocess
+    import sys
+
     from transformers import MarianMTModel
 
     import explorer
-    from explorer.train.translator import TrainConfig, train
+    from explorer.loading.registry import ASSETS
 
     out = tmp_path / "tiny-translator"
-    config = TrainConfig(
-        out=str(out), data_scale=0.01, vocab_size=200, d_model=32, layers=2, heads=4, d_ff=64, steps=15,
-        batch_tokens=600, warmup=5, eval_limit=30,
-    )  # fmt: skip
-    metrics = train(config, progress=False)
-    for name in ("config.json", "model.safetensors", "source.spm", "vocab.json", "README.md", "metrics.json"):
+    tiny = {
+        "out": out, "data-scale": 0.01, "vocab-size": 200, "d-model": 32, "layers": 2, "heads": 4, "d-ff": 64,
+        "steps": 15, "batch-tokens": 600, "warmup": 5, "eval-limit": 30, "seed": 3,
+    }  # fmt: skip
+    arguments = [f"--{name}={value}" for name, value in tiny.items()]
+
+    run = subprocess.run(
+        [sys.executable, "scripts/train_translator.py", *arguments], cwd=ASSETS.parent, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "exact_match" in run.stdout  # the summary it prints
+    for name in ("config.json", "model.safetensors", "source.spm", "vocab.json", "README.md", "known_words.json"):
         assert (out / name).is_file()
     saved = json.loads((out / "metrics.json").read_text())
-    assert set(saved) >= {"exact_match", "exact_match_by_category", "chrf", "alignment_by_layer", "data_sizes"}
-    assert len(metrics["alignment_by_layer"]) == 2
+    assert set(saved) >= {"exact_match", "exact_match_by_category", "chrf", "alignment_by_layer", "data_sizes",
+                          "new_forms", "small_numbers", "first_inputs", "parameters", "vocabulary"}  # fmt: skip
+    assert saved["config"]["seed"] == 3 and saved["config"]["steps"] == 15
+    assert len(saved["alignment_by_layer"]) == 2
     assert "Reproduce" in (out / "README.md").read_text()
 
     reference = MarianMTModel.from_pretrained(out, attn_implementation="eager").eval()
@@ -100,5 +127,41 @@ def test_small_numbers_are_repeated_in_training_only_as_asked():
     assert [p.english for p in repeated].count("twenty-one") == 3
     assert [p.english for p in repeated].count("twenty-first") == 3
     assert [p.english for p in repeated].count("three hundred") == 1
-    assert [p.english for p in repeated].count("21") == 1
+    assert [p.english for p in repeated].count("21") == 3  # every form of a small value
     assert with_small_numbers_repeated(pairs, 1) == pairs
+
+
+def test_alignment_accuracy_scores_constructed_attention():
+    """Attention built by hand: every German piece reads the English word it translates (100%),
+    every piece reads the first source piece (only what that piece happens to be), or the
+    tens word for the units piece and the other way round (0%)."""
+    import numpy as np
+    from transformers import MarianTokenizer
+
+    from explorer.loading.registry import ASSETS
+    from explorer.train.alignment import alignment_accuracy, part_of, piece_spans, two_digit_cases
+
+    tokenizer = MarianTokenizer.from_pretrained(ASSETS / "en-de-numbers")
+    cases = {c.english: c for c in two_digit_cases()}
+    assert len(cases) == 72
+
+    def attention(rule):
+        def cross_attention_of(source, target):
+            case = next(c for c in cases.values() if tokenizer(c.english)["input_ids"] == source)
+            src_parts = [part_of(s, case.english_spans) for s in piece_spans(tokenizer, source)]
+            tgt_parts = [part_of(s, case.german_spans) for s in piece_spans(tokenizer, target)]
+            probs = np.full((3, 2, len(target), len(source)), 0.01)  # (layers, heads, T, S)
+            for t, part in enumerate(tgt_parts):
+                wanted = rule(part)  # a part's name, or None: the first source piece
+                columns = [i for i, p in enumerate(src_parts) if wanted is not None and p == wanted] or [0]
+                probs[:, :, t, columns[0]] = 1.0
+            return probs
+
+        return cross_attention_of
+
+    swap = {"units": "tens", "tens": "units"}
+    assert alignment_accuracy(attention(lambda part: part), tokenizer, 3) == [1.0, 1.0, 1.0]
+    assert alignment_accuracy(attention(lambda part: swap.get(part)), tokenizer, 3) == [0.0, 0.0, 0.0]
+    # Reading the first source piece is right only for the tens ("twenty" leads the English):
+    # the tens and units pieces are scored equally often, so half of them.
+    assert alignment_accuracy(attention(lambda part: None), tokenizer, 3) == pytest.approx([0.5] * 3)

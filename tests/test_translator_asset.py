@@ -65,8 +65,9 @@ def reference_translation(text: str) -> str:
 
 
 def test_held_out_sample_translates_correctly_and_as_transformers_does_with_the_cache_on_and_off(translator):
-    """Three held-out values per category: right (the model card gives the whole test split's
-    figures), and our greedy generation equals transformers' greedy generate, cache on and off."""
+    """Three held-out values per category: right (``test_the_model_cards_figures_are_recomputed``
+    scores the whole split), and our greedy generation equals transformers' greedy generate,
+    cache on and off."""
     test = build_dataset(seed=0)["test"]
     rng = random.Random(1)
     by_category = {}
@@ -118,7 +119,7 @@ def test_cross_attention_shows_the_units_before_the_tens():
     card = json.loads((FOLDER / "metrics.json").read_text())
     by_layer = alignment_accuracy(cross_attention_probe(FOLDER), tokenizer, n_layers=3)
     assert by_layer == pytest.approx(card["alignment_by_layer"], abs=1e-6)
-    assert by_layer[-1] >= 0.8
+    assert max(by_layer) >= 0.9  # the lesson holds in the best layer
 
 
 def test_known_translations(translator):
@@ -126,6 +127,68 @@ def test_known_translations(translator):
     assert translate(translator, "three hundred and forty-two", use_cache=True) == "dreihundertzweiundvierzig"
 
 
-def test_out_of_domain_does_not_crash(translator):
-    text = translate(translator, "I like cats", use_cache=True)
-    assert isinstance(text, str)
+def test_out_of_domain_is_translated_and_noted(translator):
+    """ "I like cats" is translated (badly: it is not what the model knows) and gets the note;
+    what the model was trained on gets none."""
+    from explorer.analysis.domain import domain_note
+    from explorer.ui.app import TRANSLATOR_EXAMPLES
+
+    assert isinstance(translate(translator, "I like cats", use_cache=True), str)
+    note = domain_note(translator.known_words, "I like cats")
+    assert note is not None and "“i”, “like”, “cats”" in note
+    for text in [*TRANSLATOR_EXAMPLES, "Twenty-One", "7 am", "5 km", "$5", "the 3rd of May", "12:30", "3/3/2021"]:
+        assert domain_note(translator.known_words, text) is None, text
+
+
+def test_every_small_number_is_right_or_a_listed_error(translator):
+    """Exhaustively, through the explorer's own session (greedy, cache on): every cardinal 0-100
+    and ordinal 1-100 in words, the digits 0-100, and "1st" to "31st". Each one is right, or is
+    one of the errors the model card lists (the target, issue 17, is none)."""
+    from explorer.train.checks import small_number_checks
+
+    wrong = [
+        [p.english, p.german, out]
+        for p in small_number_checks()
+        if (out := translate(translator, p.english, use_cache=True)) != p.german
+    ]
+    card = json.loads((FOLDER / "metrics.json").read_text())
+    assert wrong == card["small_numbers"]["errors"]
+    assert len(wrong) <= 7  # the shipped model's: a regression fails here
+
+
+def test_the_model_cards_figures_are_recomputed():
+    """Every figure in the card's headline, recomputed from the shipped weights with the
+    training script's own evaluation: the held-out split by value (overall and per category,
+    chrF), forms never trained on, the small numbers, the first inputs, size and vocabulary.
+    Then the floors: >= 99% overall and >= 97% in every category (issue 17's targets, met);
+    the small numbers and the new forms at least as good as the shipped model's (its targets,
+    100% and 95%, are not met yet: the card says so)."""
+    from transformers import MarianMTModel, MarianTokenizer
+
+    from explorer.train.checks import FIRST_INPUTS, small_number_checks
+    from explorer.train.translator import NEW_FORMS_SCORED, evaluate
+
+    card = json.loads((FOLDER / "metrics.json").read_text())
+    model = MarianMTModel.from_pretrained(FOLDER).eval()
+    tokenizer = MarianTokenizer.from_pretrained(FOLDER)
+    data = build_dataset(seed=card["config"]["seed"])
+    recomputed = {
+        "test": evaluate(model, tokenizer, data["test"]),
+        "new_forms": evaluate(model, tokenizer, data["new_forms"][:NEW_FORMS_SCORED], by="form"),
+        "small_numbers": evaluate(model, tokenizer, small_number_checks(), by="form"),
+        "first_inputs": evaluate(model, tokenizer, FIRST_INPUTS, by="form"),
+    }
+    for name, figures in recomputed.items():
+        stated = card if name == "test" else card[name]
+        assert figures["n"] == stated["n"], name
+        assert figures["exact_match"] == pytest.approx(stated["exact_match"], abs=2e-3), name  # a few examples
+        assert figures["chrf"] == pytest.approx(stated["chrf"], abs=0.1), name
+        for group, share in stated["exact_match_by_category"].items():
+            assert figures["exact_match_by_category"][group] == pytest.approx(share, abs=0.01), (name, group)
+    assert sum(p.numel() for p in model.parameters()) == card["parameters"]
+    assert len(tokenizer) == card["vocabulary"]
+
+    assert recomputed["test"]["exact_match"] >= 0.99
+    assert min(recomputed["test"]["exact_match_by_category"].values()) >= 0.97
+    assert recomputed["new_forms"]["exact_match"] >= 0.73
+    assert recomputed["small_numbers"]["exact_match"] >= 0.978

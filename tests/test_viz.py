@@ -98,3 +98,26 @@ def test_figures_are_valid_plotly():
     ):
         validated = go.Figure(json.loads(figure_json(fig)))  # raises on an unknown or malformed property
         assert len(validated.data) == len(fig["data"])
+
+
+def test_timing_chart_leaves_room_for_its_labels():
+    """The y tick labels ("200") and the x title have margins of their own; the legend sits above
+    the plot, clear of the x title; positions are whole numbers."""
+    chart = timing_chart({"cache on": ([5, 6, 7, 8], [100.0, 150.0, 200.0, 250.0])})
+    layout = chart["layout"]
+    assert layout["margin"]["l"] >= 40 and layout["yaxis"]["automargin"] and layout["xaxis"]["automargin"]
+    assert layout["legend"]["y"] >= 1 and layout["legend"]["yanchor"] == "bottom"
+    assert layout["xaxis"]["dtick"] == 1
+    long_run = timing_chart({"cache on": (list(range(5, 705)), [1.0] * 700)})
+    assert long_run["layout"]["xaxis"]["dtick"] == 70
+
+
+def test_characters_that_draw_nothing_are_named():
+    from explorer.tokens import visible
+
+    assert visible("\u200d") == "⟨ZWJ⟩"
+    assert visible("🐱\u200d👤") == "🐱⟨ZWJ⟩👤"
+    assert visible("\ufe0f") == "⟨VS16⟩"  # a variation selector alone: nothing to draw it on
+    assert visible("❤\ufe0f") == "❤\ufe0f"  # on its character it draws the emoji: left alone
+    assert visible("\u202e") == "⟨U+202E⟩"
+    assert visible(" a\n") == "·a⏎" and visible("") == "∅"

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from explorer.model import ModelConfig
@@ -81,13 +82,14 @@ def save_converted(folder: Path, config: ModelConfig, state: dict[str, torch.Ten
 
 
 def read_converted(folder: Path, source: dict) -> tuple[ModelConfig, dict[str, torch.Tensor]] | None:
-    """A previously converted checkpoint, or None when absent or made from another source."""
+    """A previously converted checkpoint, or None when absent, damaged, or made from another
+    source (the caller then converts anew)."""
     try:
         if json.loads((folder / "source.json").read_text()) != source:
             return None
         config = ModelConfig.from_json((folder / OUR_CONFIG).read_text())
         return config, load_file(str(folder / "model.safetensors"))
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, TypeError, SafetensorError):
         return None
 
 

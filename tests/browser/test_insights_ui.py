@@ -35,6 +35,17 @@ def open_tab(page, name: str) -> None:
     page.click(f"button[role=tab]:has-text('{name}')")
 
 
+def expected_argmax(prompt: str, steps: int, layer: int, head: int) -> list[int]:
+    """Each query's strongest key in one head, from a session run in this process (greedy, so
+    the same tokens as the page's)."""
+    import explorer
+
+    session = explorer.GenerationSession(explorer.load_model("smollm2-135m-instruct", progress=False), prompt)
+    for _ in range(steps):
+        session.step()
+    return session.self_attention(layer)[head].argmax(axis=1).tolist()
+
+
 def lens_cells(page) -> dict:
     return page.evaluate(
         """() => { const g = document.querySelector('#logit-lens .js-plotly-plot');
@@ -77,7 +88,9 @@ def test_head_roles_overview_opens_a_head(page):
     layer, head = 5, 4
     image.click(position={"x": (LEFT + head * (SQUARE + GAP) + SQUARE / 2) * scale,
                           "y": (TOP + layer * (SQUARE + GAP) + SQUARE / 2) * scale})  # fmt: skip
-    wait_plot_title(page, "role-head", f"Layer {layer}, head {head}")
+    wait_plot_title(page, "role-head", f"layer {layer}, head {head}")
+    # The plotted data is that head's: each row's strongest key as the session API computes it.
+    assert plot(page, "role-head")["traces"][0]["argmax"] == expected_argmax(PROMPT, 4, layer, head)
     page.wait_for_function(
         "() => document.querySelector('#roles-info').innerText.includes('Selected: layer 5, head 4')"
     )
@@ -94,7 +107,7 @@ def test_causal_proof_and_the_mask_free_sandbox(page):
     info = page.inner_text("#parallel-info")
     assert "✓" in info and f"Over all {n} positions" in info
     logit_diff = float(re.search(r"largest logit difference ([\d.e+-]+)", info).group(1))
-    assert logit_diff <= 1e-3
+    assert logit_diff <= 2e-4  # SmolLM2's logits reach ~40: see the README's Tests section
 
     page.click("#sandbox")
     page.wait_for_function("() => document.querySelector('#sandbox-info').innerText.includes('changed at')")

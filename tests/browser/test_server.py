@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.browser.conftest import ARTIFACTS
+from tests.browser.conftest import ARTIFACTS, expect_refusal
 from tests.browser.load import SETTINGS, outputs_by_label, simulate_users, strip_text
 from tests.test_bad_input import FAMOUS, PRIVATE
 
@@ -66,12 +66,23 @@ def plot_title(value) -> str:
     return json.loads(plot)["layout"]["title"]["text"] if plot else ""
 
 
-@pytest.mark.parametrize(("layer", "head"), [(99, "mean"), (-1, "mean"), (0, "12"), (0, "../../etc/passwd"), (0, "-3")])
+# What Gradio says when it refuses each (the app's log must hold exactly these and no other traceback).
+REFUSALS = {
+    (99, "mean"): "Value 99 is greater than maximum value",
+    (-1, "mean"): "Value -1 is less than minimum value",
+    (0, "12"): "Value: 12 is not in the list of choices",
+    (0, "../../etc/passwd"): "Value: ../../etc/passwd is not in the list of choices",
+    (0, "-3"): "Value: -3 is not in the list of choices",
+}
+
+
+@pytest.mark.parametrize(("layer", "head"), list(REFUSALS))
 def test_views_out_of_range_are_refused_and_the_view_stays(client, layer, head):
     """The page offers only layers and heads that exist; sent anyway, they are refused with a message."""
     from gradio_client.exceptions import AppError
 
     client.predict(2, "1", api_name="/on_layer_or_head")
+    expect_refusal(REFUSALS[(layer, head)])
     with pytest.raises(AppError, match=r"maximum|minimum|choices"):
         client.predict(layer, head, api_name="/on_layer_or_head")
     title = plot_title(step_outputs(client)["Self-attention heatmap"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from explorer.tokens import visible
@@ -129,3 +131,45 @@ def test_translator_logit_lens_and_causal_proof(page):
         wait_token_count(page, n)
     page.wait_for_function("() => document.querySelector('#roles-info').innerText.includes('Of 12 heads')")
     shot(page, "translator-head-roles")
+
+
+def generate_translation(page, text: str) -> str:
+    """Type a source, Generate to the end token, and read the German off the token strip."""
+    type_prompt(page, text)
+    page.click("#generate")
+    # The new source on screen (letters and digits only: the tokenizer folds case), then its end.
+    page.wait_for_function(
+        """t => { const shown = Array.from(document.querySelectorAll('#source-strip .token .text'))
+                .map(e => e.textContent).join('').replace('</s>', '').toLowerCase().replace(/[^a-z0-9]/g, '');
+            return shown === t && document.querySelector('#status').innerText.includes('ended the text'); }""",
+        arg=re.sub(r"[^a-z0-9]", "", text.lower()),
+    )
+    idle(page)
+    return "".join(tokens(page)[1:-1]).replace("·", " ").strip()
+
+
+def test_examples_and_typed_forms_translate_and_other_text_gets_a_note(page):
+    """What a person types first comes out right; a sentence of other words is translated, and
+    a note beside it says that the model never saw those words."""
+    from explorer.ui.app import TRANSLATOR_EXAMPLES
+
+    choose_model(page, "en-de-numbers")
+    page.wait_for_selector("#source-strip .token")
+    expected = {
+        "Wednesday, March 3, 2021": "Mittwoch, 3. März 2021", "twenty-one": "einundzwanzig",
+        "three hundred and forty-two": "dreihundertzweiundvierzig", "at 3:45pm": "um 15:45", "$12.50": "12,50 $",
+        "1,234,567": "1.234.567", "342 kilometers": "342 Kilometer", "twenty-four": "vierundzwanzig", "first": "erste",
+        "7 am": "7 Uhr", "5 km": "5 km", "10%": "10 %",
+    }  # fmt: skip
+    assert set(TRANSLATOR_EXAMPLES) <= set(expected)
+    translated = {text: generate_translation(page, text) for text in expected}
+    assert translated == expected
+    assert not page.locator("#source-note").is_visible()
+
+    german = generate_translation(page, "I like cats")
+    note = page.locator("#source-note")
+    assert note.is_visible() and german
+    assert "never saw “i”, “like”, “cats”" in note.inner_text()
+    shot(page, "translator-out-of-domain-note")
+    generate_translation(page, "twenty-one")  # back to what it knows: the note goes
+    assert not page.locator("#source-note").is_visible()

@@ -1,0 +1,238 @@
+"""The bugs a newcomer hit (issue 18), each as a person meets it in Chromium.
+
+Every test here failed on the code before its fix.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from explorer.ui.app import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
+from tests.browser.conftest import wait_ready
+from tests.browser.helpers import idle, plot, shot, status, tokens, type_prompt, wait_plot_title, wait_token_count
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+TRANSLATOR = "en-de-numbers"
+
+
+def choose_model(page, name: str) -> None:
+    page.click("#model input")
+    page.click(f"[role=option][aria-label*='{name}']")
+
+
+def selected_tab(page) -> str:
+    return page.eval_on_selector("#views [role=tab][aria-selected=true]", "e => e.textContent.trim()")
+
+
+def model_change_calls(page) -> list[dict]:
+    """Record the page's calls of the model-change event from now on."""
+    names = page.evaluate("() => window.gradio_config.dependencies.map(d => d.api_name)")
+    calls: list[dict] = []
+
+    def record(request):
+        if "queue/join" in request.url and names[json.loads(request.post_data)["fn_index"]] == "on_model_change":
+            calls.append(json.loads(request.post_data))
+
+    page.on("request", record)
+    return calls
+
+
+def test_a_model_switch_stops_generate(page):
+    """Bug 1: Generate on SmolLM2, then the translator: its session must not run on by itself."""
+    limit = page.locator("#max-new input[type=number]")
+    limit.fill("256")
+    limit.press("Enter")
+    n = len(tokens(page))
+    page.click("#generate")
+    wait_token_count(page, n + 3)
+    choose_model(page, TRANSLATOR)
+    page.wait_for_selector("#source-strip .token")
+    idle(page)
+    shown = tokens(page)
+    page.wait_for_timeout(4000)  # a Generate still running would have stepped ~30 times by now
+    assert tokens(page) == shown == ["<pad>"]
+    assert "0 generated" in status(page)
+
+
+def test_a_model_switch_brings_the_other_kinds_example_once(page):
+    """Bug 2: the box takes the new kind's first example, one call builds one session, and a
+    translator opens on its cross-attention; a text the user typed stays."""
+    calls = model_change_calls(page)
+    choose_model(page, TRANSLATOR)
+    page.wait_for_selector("#source-strip .token")
+    idle(page)
+    assert page.locator("#prompt textarea").input_value() == TRANSLATOR_EXAMPLES[0]
+    source = page.eval_on_selector_all("#source-strip .token .text", "els => els.map(e => e.textContent)")
+    assert "".join(source).replace("·", " ").removesuffix("</s>").strip() == TRANSLATOR_EXAMPLES[0].lower()
+    assert selected_tab(page) == "Cross-attention"
+    wait_plot_title(page, "cross-attention", "Cross-attention, layer 0")
+    page.wait_for_timeout(1500)  # a second event, were one sent, would have been sent by now
+    assert len(calls) == 1
+    shot(page, "newcomer-switch-to-translator")
+
+    choose_model(page, "smollm2")
+    page.wait_for_function("t => document.querySelector('#prompt textarea').value === t", arg=DECODER_EXAMPLES[0])
+    idle(page)
+    assert "".join(tokens(page)).replace("·", " ") == DECODER_EXAMPLES[0]
+    assert selected_tab(page) == "Self-attention"
+
+    type_prompt(page, "seven hundred and two")  # the user's own text: a switch keeps it
+    choose_model(page, TRANSLATOR)
+    page.wait_for_selector("#source-strip .token")
+    idle(page)
+    assert page.locator("#prompt textarea").input_value() == "seven hundred and two"
+    assert len(calls) == 3
+
+
+def test_the_buttons_wait_for_the_first_model(browser, app_url):
+    """Bug 4: while the page's model loads, Step says so and cannot be clicked; then it steps."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(120_000)
+    held = []
+
+    def hold_first_event(route):
+        if not held:  # the page-load event: keep it in flight for a while, as a slow load would be
+            held.append(route)
+            time.sleep(3)
+        route.continue_()
+
+    page.route("**/queue/join**", hold_first_event)
+    page.goto(app_url)
+    page.wait_for_selector("#step")
+    assert page.is_disabled("#step") and page.is_disabled("#generate")
+    assert "Loading the model" in status(page)
+    page.click("#step", force=True)  # a click on the disabled button does nothing
+    wait_ready(page)
+    page.wait_for_function("() => !document.querySelector('#step').disabled")
+    assert page.locator("text=No model is loaded").count() == 0
+    n = len(tokens(page))
+    page.click("#step")
+    wait_token_count(page, n + 1)
+    context.close()
+
+
+def test_quick_clicks_all_count(page):
+    """Bug 5: six quick Step clicks make six steps, then two Undo clicks undo two."""
+    n = len(tokens(page))
+    for _ in range(6):
+        page.click("#step")
+    wait_token_count(page, n + 6)
+    idle(page)
+    page.wait_for_timeout(1000)
+    assert len(tokens(page)) == n + 6
+    page.click("#undo")
+    page.click("#undo")
+    wait_token_count(page, n + 4)
+
+
+def test_a_zero_width_joiner_is_shown_by_name(page):
+    """Bug 8: every chip of "🐱‍👤" shows something; the joiner shows as ⟨ZWJ⟩."""
+    type_prompt(page, "🐱\u200d👤")
+    page.click("#step")
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('1 generated')")
+    idle(page)
+    chips = tokens(page)
+    assert all(chip.strip() for chip in chips), chips
+    assert "⟨ZWJ⟩" in "".join(chips)
+
+
+def ticks_inside(page, elem_id: str) -> bool:
+    """Every y tick label of a plotly figure lies inside the figure (not cut at its left edge)."""
+    return page.evaluate(
+        """id => { const svg = document.querySelector(`#${id} .main-svg`).getBoundingClientRect();
+            return Array.from(document.querySelectorAll(`#${id} .ytick text`))
+                .every(t => t.getBoundingClientRect().left >= svg.left); }""",
+        elem_id,
+    )
+
+
+def test_the_timing_chart_shows_its_labels(page):
+    """Bug 7: the y tick labels ("100", "200") are whole, and the legend clears the x title."""
+    n = len(tokens(page))
+    for i in range(1, 5):  # two steps with the cache on, two with it off: two lines, and a legend
+        if i == 3:
+            page.click("#kv-cache input[type=checkbox]")
+        page.click("#step")
+        wait_token_count(page, n + i)
+    page.click("button[role=tab]:has-text('KV cache')")
+    wait_plot_title(page, "timing", "Milliseconds per step")
+    idle(page)
+    assert ticks_inside(page, "timing")
+    legend = page.locator("#timing .legend").bounding_box()
+    x_title = page.locator("#timing .xtitle").bounding_box()
+    assert legend["y"] + legend["height"] <= x_title["y"] or legend["y"] >= x_title["y"] + x_title["height"]
+    shot(page, "newcomer-timing")
+
+
+def test_the_phone_layout_fits(browser, app_url):
+    """Bug 7 at 390 px: candidate bars fit their column, the Head dropdown's text is clear of its
+    arrow, and the Layer slider shows its maximum."""
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    page.set_default_timeout(120_000)
+    page.goto(app_url)
+    wait_ready(page)
+    type_prompt(page, "Paris is the capital of")
+    page.locator("#step").tap()
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('1 generated')")
+    idle(page)
+    cut = page.evaluate(
+        """() => Array.from(document.querySelectorAll('#candidates th, #candidates td:last-child'))
+            .filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.textContent)"""
+    )
+    assert cut == []
+    head = page.evaluate(  # where the chosen head's text ends, against where the arrow begins
+        """() => { const input = document.querySelector('#head input');
+            const style = getComputedStyle(input);
+            const context = document.createElement('canvas').getContext('2d');
+            context.font = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+            const end = input.getBoundingClientRect().left + parseFloat(style.paddingLeft)
+                + context.measureText(input.value).width;
+            const arrow = document.querySelector('#head .icon-wrap').getBoundingClientRect().left;
+            return {text: input.value, clear: end <= arrow}; }"""
+    )
+    assert head == {"text": "average of all heads", "clear": True}
+    maximum = page.locator("#layer [data-testid=max-value]")
+    assert maximum.is_visible() and maximum.inner_text() == "29"
+    shot(page, "newcomer-phone")
+    context.close()
+
+
+def test_an_alignment_head_opens_on_cross_attention(page):
+    """Bug 3: a head tagged A (measured on cross-attention) opens on cross-attention, as plotted data."""
+    import explorer
+    from explorer.analysis.roles import head_roles
+    from explorer.viz.roles import GAP, LEFT, SQUARE, TOP
+
+    source = TRANSLATOR_EXAMPLES[0]
+    session = explorer.GenerationSession(explorer.load_model(TRANSLATOR), source)
+    for _ in range(4):
+        session.step()
+    result = head_roles(session)
+    layer, head = next((i, h) for i, row in enumerate(result.tags) for h, tag in enumerate(row) if tag == "alignment")
+    expected = session.cross_attention(layer)[head].argmax(axis=1).tolist()  # (T,) the source each row reads
+
+    choose_model(page, TRANSLATOR)
+    page.wait_for_selector("#source-strip .token")
+    idle(page)
+    for n in range(2, 6):
+        page.click("#step")
+        wait_token_count(page, n)
+    idle(page)
+    page.click("button[role=tab]:has-text('Head roles')")
+    page.wait_for_selector("#head-roles img")
+    idle(page)
+    image = page.locator("#head-roles img")
+    scale = image.bounding_box()["width"] / image.evaluate("img => img.naturalWidth")
+    image.click(position={"x": (LEFT + head * (SQUARE + GAP) + SQUARE / 2) * scale,
+                          "y": (TOP + layer * (SQUARE + GAP) + SQUARE / 2) * scale})  # fmt: skip
+    wait_plot_title(page, "role-head", f"Cross-attention (where alignment is measured), layer {layer}, head {head}")
+    shown = plot(page, "role-head")["traces"][0]
+    assert (shown["rows"], shown["cols"]) == (5, len(session.source_ids))
+    assert shown["argmax"] == expected
+    shot(page, "newcomer-alignment-head")
