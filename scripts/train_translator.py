@@ -1,4 +1,8 @@
-"""Reproduce assets/en-de-numbers from a seed:  python scripts/train_translator.py --seed 0"""
+"""Reproduce assets/en-de-numbers from a seed:  python scripts/train_translator.py --seed 0
+
+--evaluate-only recomputes every figure of a trained folder (metrics.json and the model card)
+from its weights, with the settings it was trained with.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from explorer.train.translator import TrainConfig, train
+from explorer.train.translator import TrainConfig, evaluate_folder, train
 
 
 def main() -> None:
@@ -20,8 +24,14 @@ def main() -> None:
         if field.name == "eval_limit":
             kind = int
         parser.add_argument(f"--{field.name.replace('_', '-')}", type=kind, default=field.default)
-    args = parser.parse_args()
-    metrics = train(TrainConfig(**vars(args)))
+    parser.add_argument("--evaluate-only", action="store_true", help="score a trained folder; do not train")
+    args = vars(parser.parse_args())
+    if args.pop("evaluate_only"):
+        trained = json.loads((Path(args["out"]) / "metrics.json").read_text())
+        config = TrainConfig(**{**trained["config"], "out": args["out"]})
+        metrics = evaluate_folder(config, train_minutes=trained["train_minutes"])
+    else:
+        metrics = train(TrainConfig(**args))
     summary = {k: metrics[k] for k in ("exact_match", "exact_match_by_category", "chrf", "alignment_by_layer")}
     print(json.dumps(summary, indent=2))
 

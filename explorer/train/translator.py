@@ -128,19 +128,17 @@ def translate(model, tokenizer, texts: list[str], batch_size: int = 128, max_new
     return out
 
 
+MAX_ERRORS_KEPT = 200  # every error of a good model; a bad one's first 200
 NEW_FORMS_SCORED = 1500  # of the new-forms set (about 5,000 pairs): enough for a percentage, and quick
 
 
 def write_known_words(folder: Path, pairs: list[Pair]) -> None:
     """Every English word the training data holds: the explorer notes a source with other words."""
-    words = sorted({w for p in pairs for w in known_words_of(p.english)})
-    (folder / "known_words.json").write_text(json.dumps(words, indent=0))
+    from explorer.analysis.domain import words_of
+    from explorer.loading.registry import KNOWN_WORDS_FILE
 
-
-def known_words_of(text: str) -> list[str]:
-    import re
-
-    return re.findall(r"[a-z]+", text.lower())
+    words = sorted({w for p in pairs for w in words_of(p.english)})
+    (folder / KNOWN_WORDS_FILE).write_text(json.dumps(words, indent=0))
 
 
 def evaluate(model, tokenizer, pairs: list[Pair], by: str = "category") -> dict:
@@ -164,7 +162,8 @@ def evaluate(model, tokenizer, pairs: list[Pair], by: str = "category") -> dict:
         if len(examples.setdefault(pair.category, [])) < 2:
             examples[pair.category].append((pair.english, pair.german, hyp))
     return {"exact_match": overall, "exact_match_by_category": exact, "chrf": chrf, "n": len(pairs),
-            "n_errors": n_errors, "errors": errors[:40], "examples": dict(sorted(examples.items()))}  # fmt: skip
+            "n_errors": n_errors, "errors": errors[:MAX_ERRORS_KEPT],
+            "examples": dict(sorted(examples.items()))}  # fmt: skip
 
 
 def cross_attention_probe(folder: Path):
@@ -250,12 +249,27 @@ def train(config: TrainConfig, progress: bool = True) -> dict:
 
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
+    write_known_words(out, data["train"])
+    return evaluate_folder(config, data, train_minutes)
+
+
+def evaluate_folder(config: TrainConfig, data: dict[str, list[Pair]] | None = None, train_minutes: float = 0.0):
+    """Score the saved model in ``config.out`` and write its metrics.json and model card.
+
+    Run by ``train`` after training, and by ``scripts/train_translator.py --evaluate-only``,
+    which recomputes every figure of a shipped folder from its weights.
+    """
+    from transformers import MarianMTModel, MarianTokenizer
+
+    out = Path(config.out)
+    data = data or build_dataset(seed=config.seed, scale=config.data_scale)
+    model = MarianMTModel.from_pretrained(out).eval()
+    tokenizer = MarianTokenizer.from_pretrained(out)
     limit = config.eval_limit
     metrics = evaluate(model, tokenizer, data["test"][:limit])
     metrics["new_forms"] = evaluate(model, tokenizer, data["new_forms"][: limit or NEW_FORMS_SCORED], by="form")
     metrics["small_numbers"] = evaluate(model, tokenizer, small_number_checks(), by="form")
     metrics["first_inputs"] = evaluate(model, tokenizer, FIRST_INPUTS, by="form")
-    write_known_words(out, data["train"])
     metrics["alignment_by_layer"] = alignment_accuracy(cross_attention_probe(out), tokenizer, config.layers)
     robust = translate(model, tokenizer, [en for en, _ in ROBUSTNESS])
     metrics["robustness"] = [
@@ -274,8 +288,21 @@ def train(config: TrainConfig, progress: bool = True) -> dict:
     return metrics
 
 
+def error_rows(*results: dict) -> str:
+    """Every error of these evaluations, as table rows (past MAX_ERRORS_KEPT, how many more)."""
+    errors = [error for result in results for error in result["errors"]]
+    rows = [f"| `{en}` | {de} | {hyp} |" for en, de, hyp in errors] or ["| (none) | | |"]
+    more = sum(result["n_errors"] for result in results) - len(errors)
+    return "\n".join(rows + ([f"| ... and {more} more | | |"] if more else []))
+
+
+def share_rows(by_group: dict[str, float]) -> str:
+    return "\n".join(f"| {group} | {share:.1%} |" for group, share in by_group.items())
+
+
 def model_card(metrics: dict, config: TrainConfig) -> str:
     sizes = metrics["data_sizes"]
+    new, small, first = metrics["new_forms"], metrics["small_numbers"], metrics["first_inputs"]
     rows = "\n".join(
         f"| {c} | {sizes['train'].get(c, 0)} | {sizes['validation'].get(c, 0)} | {sizes['test'].get(c, 0)} | "
         f"{metrics['exact_match_by_category'].get(c, float('nan')):.1%} |"
@@ -287,10 +314,11 @@ def model_card(metrics: dict, config: TrainConfig) -> str:
         for category, triples in metrics["examples"].items()
         for en, de, hyp in triples
     )
-    errors = "\n".join(f"| `{en}` | {de} | {hyp} |" for en, de, hyp in metrics["errors"]) or "| (none) | | |"
     robustness = "\n".join(
         f"| `{r['input']}` | {r['expected'] or '(out of domain)'} | {r['output']} |" for r in metrics["robustness"]
     )
+    worst = min(metrics["exact_match_by_category"].items(), key=lambda item: item[1])
+    best_layer = max(range(len(metrics["alignment_by_layer"])), key=metrics["alignment_by_layer"].__getitem__)
     return f"""---
 language: [en, de]
 license: apache-2.0
@@ -301,30 +329,78 @@ tags: [translation, marian, teaching]
 Trained for Decoder Explorer so that cross-attention can be seen on a model that really
 translates, offline. It knows cardinal numbers (in words and digits), ordinals, years, dates,
 times, money amounts and unit quantities, in the forms people type in English, and writes what
-num2words and babel (CLDR) write in German. Anything else ("I like cats") it translates badly.
+num2words and babel (CLDR) write in German. Anything else ("I like cats") it translates badly,
+and the explorer says so beside the output (the source holds words that are not in
+`known_words.json`, every English word of the training data).
+
+## Headline (greedy decoding, as the explorer steps)
+
+- Small numbers, every one: **{small["exact_match"]:.1%}** of {small["n"]} (cardinals 0-100 and ordinals
+  1-100 in words, digits 0-100, "1st" to "31st").
+- Held-out split by value (no test value is trained in any form): **{metrics["exact_match"]:.2%}** of
+  {metrics["n"]}, chrF {metrics["chrf"]:.2f}; the weakest category, {worst[0]}, {worst[1]:.2%}.
+- Forms never trained on (whole templates held out): **{new["exact_match"]:.1%}** of {new["n"]}.
+- The first inputs people typed: **{first["exact_match"]:.1%}** of {first["n"]}.
+- Cross-attention alignment on the two-digit numbers: **{metrics["alignment_by_layer"][best_layer]:.1%}** in
+  decoder layer {best_layer}.
+- {metrics["parameters"]:,} parameters; {metrics["vocabulary"]} vocabulary ids.
+- Recomputed from the shipped weights by `python scripts/train_translator.py --evaluate-only` and by
+  `tests/test_translator_asset.py::test_the_model_cards_figures_are_recomputed`.
+
+## How it was made
 
 - Architecture: Marian (the 2017 transformer, post-norm, sinusoidal positions),
-  {config.layers}+{config.layers} layers, d_model {config.d_model}, {config.heads} heads, d_ff {config.d_ff},
-  {metrics["parameters"]:,} parameters. Tokenizers: SentencePiece BPE, digits split into single pieces;
+  {config.layers}+{config.layers} layers, d_model {config.d_model}, {config.heads} heads, d_ff {config.d_ff}.
+  Tokenizers: SentencePiece BPE, digits split into single pieces;
   the English one folds case (capitals do not matter), the German one always cuts number words
-  into their parts ("einundzwanzig" → "ein" "und" "zwanzig"); {metrics["vocabulary"]} ids in one
-  vocabulary whose embeddings both sides share.
+  into their parts ("einundzwanzig" → "ein" "und" "zwanzig"); one vocabulary whose embeddings
+  both sides share.
 - Reproduce: `python scripts/train_translator.py --seed {config.seed}` ({metrics["train_minutes"]:.1f} minutes on
   2 CPU cores; {config.steps} steps of at most {config.batch_tokens} padded tokens a side; Adam β=(0.9, 0.98), ε=1e-9,
   {config.warmup} warm-up steps then inverse square root, then a linear cool-down to 0 over the last
   {config.cooldown:.0%} of the steps; label smoothing {config.label_smoothing},
-  dropout {config.dropout}).
-- Data: generated by `explorer/train/data.py` (seed {config.seed}), deduplicated, split by value so that no test
-  number or date appears in training in any form.
+  dropout {config.dropout}; every pair of a value up to 100, weekdays, months and round words
+  seen {config.small_number_repeats} times an epoch).
+- Data: generated by `explorer/train/data.py` and `explorer/train/forms.py` (seed {config.seed}),
+  deduplicated, split by value alone so that no test number or date appears in training in any
+  form; whole numbers up to 100, whole hours and fixed words are always trained (vocabulary).
 
 ## Test split (held out by value)
-
-Exact match **{metrics["exact_match"]:.1%}** overall, chrF **{metrics["chrf"]:.1f}** (sacrebleu), {metrics["n"]}
-examples.
 
 | category | train | validation | test | exact match (test) |
 |---|---|---|---|---|
 {rows}
+
+Every error:
+
+| English | German (reference) | output |
+|---|---|---|
+{error_rows(metrics)}
+
+## Forms never trained on
+
+| form | exact match |
+|---|---|
+{share_rows(new["exact_match_by_category"])}
+
+Every error:
+
+| English | German (reference) | output |
+|---|---|---|
+{error_rows(new)}
+
+## Small numbers and first inputs
+
+| set | exact match |
+|---|---|
+{share_rows(small["exact_match_by_category"])}
+| first inputs | {first["exact_match"]:.1%} |
+
+Every error:
+
+| English | German (reference) | output |
+|---|---|---|
+{error_rows(small, first)}
 
 ## Cross-attention that teaches
 
@@ -341,12 +417,6 @@ that writes each German piece has its maximum on the English word that piece tra
 | category | English | German (reference) | output |
 |---|---|---|---|
 {examples}
-
-## Every error on the test split (up to 20)
-
-| English | German (reference) | output |
-|---|---|---|
-{errors}
 
 ## How people type
 

@@ -194,6 +194,7 @@ def build_demo() -> gr.Blocks:
                     label="Source sentence tokens", color_map={"source": "#fee6ce"}, show_legend=False,
                     show_inline_category=False, visible=False, elem_id="source-strip",
                 )  # fmt: skip
+                source_note = gr.Markdown(visible=False, elem_id="source-note")
                 strip = gr.HighlightedText(
                     label="Tokens (click one to inspect it as the query)", color_map=views.strip_colors(False),
                     show_legend=True, show_inline_category=False, elem_id="token-strip",
@@ -344,6 +345,7 @@ def build_demo() -> gr.Blocks:
             session = st.session
             c = session.config
             translator = session.is_encoder_decoder
+            note = views.source_note(session)
             out = {
                 layer: gr.Slider(minimum=0, maximum=c.n_layers - 1, value=st.layer, step=1),
                 head: gr.Dropdown(
@@ -353,6 +355,7 @@ def build_demo() -> gr.Blocks:
                 source: gr.HighlightedText(
                     value=views.source_strip(session) if translator else None, visible=translator
                 ),
+                source_note: gr.Markdown(value=note or "", visible=note is not None),
                 cross_tab: gr.Tab(visible=translator),
             }
             return out
@@ -471,7 +474,7 @@ def build_demo() -> gr.Blocks:
         def on_step(st, *values):
             st, fresh = current(st, *values)
             st.session.step()
-            st.query = None
+            st.query, st.stopped_at = None, None
             return render(st, full=fresh)
 
         def on_generate(st, limit, *values):
@@ -480,7 +483,7 @@ def build_demo() -> gr.Blocks:
             try:
                 with st.lock if st is not None else contextlib.nullcontext():
                     st, fresh = current(st, *values)
-                st.stop_requested = False
+                st.stop_requested, st.generating, st.stopped_at = False, True, None
                 running = st.session  # a model switch, Reset or opened file replaces it: then stop
                 for i in range(int(limit)):
                     with st.lock:  # one step at a time, between other events of this tab
@@ -498,6 +501,9 @@ def build_demo() -> gr.Blocks:
                 gr.Warning(str(error))
                 if not figures_behind:
                     yield gr.skip()  # a generator must yield something; the page stays as it was
+            finally:  # also when Gradio cancels the run (Stop, a model switch)
+                if st is not None:
+                    st.generating = False
             if figures_behind and st.session is not None:  # catch the figures up with the last step
                 with st.lock:
                     views_now = render(st)
@@ -515,13 +521,17 @@ def build_demo() -> gr.Blocks:
                 return gr.skip()
             st.stop_requested = True
             with st.lock:  # after the step that is running
-                return render(st) if st.session is not None else gr.skip()
+                if st.session is None:
+                    return gr.skip()
+                if st.generating:  # the status line says that Stop ended it, and where
+                    st.stopped_at = len(st.session.token_ids)
+                return render(st)
 
         @tab_event
         def on_undo(st):
             st = require(st)
             st.session.undo()
-            st.query = None
+            st.query, st.stopped_at = None, None
             return render(st)
 
         @tab_event
@@ -542,7 +552,7 @@ def build_demo() -> gr.Blocks:
             if replaces_last:
                 st.session.undo()
             st.session.force(token)
-            st.query = None
+            st.query, st.stopped_at = None, None
             return render(st)
 
         @tab_event
@@ -697,7 +707,7 @@ def build_demo() -> gr.Blocks:
 
         # ------------------------------------------------------------ wiring
         model_outputs = {model_info, text, chat, decoder_examples, translator_examples, model, *session_buttons}
-        session_outputs = {layer, head, source, cross_tab}
+        session_outputs = {layer, head, source, source_note, cross_tab}
         everything = {state, *step_views, *model_outputs, *session_outputs}
         restored = {*everything, *settings, tabs}
         demo.load(on_load, [model, *settings], restored)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from explorer.analysis.domain import domain_note
 from explorer.session import CacheComparison, GenerationSession, InputError, TopToken
 from explorer.tokens import visible
 from explorer.ui import model_store
@@ -28,6 +29,8 @@ class ExplorerState:
     comparison: CacheComparison | None = None
     tab: str = "self"  # the open tab: only its figures are built and sent
     stop_requested: bool = False  # set by Stop (without the lock), read by a running Generate
+    generating: bool = False  # a Generate is running
+    stopped_at: int | None = None  # the token count at which Stop ended a Generate
     placed_text: str | None = None  # the text the explorer last put in the box (not typed by the user)
     image_format: str = "png"  # what the figures' camera button downloads: "png" or "svg"
     # Results computed on request (the causal proof, the sandbox, head roles), each with the
@@ -43,7 +46,7 @@ class ExplorerState:
         self.layer = min(self.layer, config.n_layers - 1)
         if self.head != MEAN and int(self.head) >= config.n_heads:
             self.head = MEAN
-        self.query, self.comparison = None, None
+        self.query, self.comparison, self.stopped_at = None, None, None
         self.results.clear()
 
     def release(self) -> None:
@@ -128,6 +131,13 @@ def strip_colors(translator: bool) -> dict[str, str]:
 
 def source_strip(session: GenerationSession) -> list[tuple[str, str]]:
     return [(visible(t), "source") for t in session.source_texts()]
+
+
+def source_note(session: GenerationSession) -> str | None:
+    """A translator's warning when the source holds words it was never trained on."""
+    if not session.is_encoder_decoder:
+        return None
+    return domain_note(session.loaded.known_words, session.text)
 
 
 # ---------------------------------------------------------------- candidates
@@ -266,4 +276,6 @@ def status_line(state: ExplorerState) -> str:
         parts.append(f"prompt read in {session.prefill_ms:.0f} ms")
     if session.finished:
         parts.append("the model ended the text")
+    elif state.stopped_at == len(session.token_ids):
+        parts.append("Stop ended Generate here")
     return " · ".join(parts)
