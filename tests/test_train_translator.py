@@ -113,22 +113,31 @@ def test_every_time_is_typed_three_ways():
     }  # fmt: skip
 
 
-def test_small_numbers_are_repeated_in_training_only_as_asked():
+def test_the_vocabulary_is_repeated_in_training_and_nothing_else():
     from explorer.train.data import Pair
-    from explorer.train.translator import with_small_numbers_repeated
+    from explorer.train.translator import with_vocabulary_repeated
 
     pairs = [
-        Pair("twenty-one", "einundzwanzig", "cardinal", "21"),
-        Pair("twenty-first", "einundzwanzigste", "ordinal", "21"),
+        Pair("twenty-one", "einundzwanzig", "cardinal", "21", "small-words"),
+        Pair("twenty-first", "einundzwanzigste", "ordinal", "21", "small-ordinal-words"),
+        Pair("21", "21", "number", "21", "small-digits"),
+        Pair("3-5 km", "3-5 km", "unit", "5", "unit-range"),  # a small value, but not a word to learn
         Pair("three hundred", "dreihundert", "cardinal", "300"),
-        Pair("21", "21", "number", "21"),
     ]
-    repeated = with_small_numbers_repeated(pairs, 3)
-    assert [p.english for p in repeated].count("twenty-one") == 3
-    assert [p.english for p in repeated].count("twenty-first") == 3
-    assert [p.english for p in repeated].count("three hundred") == 1
-    assert [p.english for p in repeated].count("21") == 3  # every form of a small value
-    assert with_small_numbers_repeated(pairs, 1) == pairs
+    repeated = [p.english for p in with_vocabulary_repeated(pairs, 3)]
+    assert [repeated.count(p.english) for p in pairs] == [3, 3, 3, 1, 1]
+    assert with_vocabulary_repeated(pairs, 1) == pairs
+
+
+def test_prefixed_numeric_dates_and_clock_times_are_trained_so_that_on_and_at_can_be_new():
+    import random
+
+    from explorer.train.forms import NEW_FORMS, date_forms, time_forms
+
+    rng = random.Random(0)
+    forms = {p.form for p in date_forms(rng) + time_forms(rng)}
+    assert {"date-prefixed-numeric", "time-prefixed-24h"} <= forms
+    assert {"date-on-numeric", "time-at-24h"} <= set(NEW_FORMS)
 
 
 def test_alignment_accuracy_scores_constructed_attention():

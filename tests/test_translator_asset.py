@@ -153,16 +153,16 @@ def test_every_small_number_is_right_or_a_listed_error(translator):
     ]
     card = json.loads((FOLDER / "metrics.json").read_text())
     assert wrong == card["small_numbers"]["errors"]
-    assert len(wrong) <= 7  # the shipped model's: a regression fails here
+    assert len(wrong) <= 3  # the shipped model's: a regression fails here
 
 
 def test_the_model_cards_figures_are_recomputed():
     """Every figure in the card's headline, recomputed from the shipped weights with the
     training script's own evaluation: the held-out split by value (overall and per category,
     chrF), forms never trained on, the small numbers, the first inputs, size and vocabulary.
-    Then the floors: >= 99% overall and >= 97% in every category (issue 17's targets, met);
-    the small numbers and the new forms at least as good as the shipped model's (its targets,
-    100% and 95%, are not met yet: the card says so)."""
+    Then issue 17's floors: >= 99% overall, >= 97% in every category, >= 95% on forms never
+    trained on (met); the small numbers at least as good as the shipped model's 99.1% (the
+    target, 100%, is not met yet: the card lists the three errors)."""
     from transformers import MarianMTModel, MarianTokenizer
 
     from explorer.train.checks import FIRST_INPUTS, small_number_checks
@@ -190,5 +190,5 @@ def test_the_model_cards_figures_are_recomputed():
 
     assert recomputed["test"]["exact_match"] >= 0.99
     assert min(recomputed["test"]["exact_match_by_category"].values()) >= 0.97
-    assert recomputed["new_forms"]["exact_match"] >= 0.73
-    assert recomputed["small_numbers"]["exact_match"] >= 0.978
+    assert recomputed["new_forms"]["exact_match"] >= 0.95
+    assert recomputed["small_numbers"]["exact_match"] >= 0.99

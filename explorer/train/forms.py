@@ -22,9 +22,9 @@ from .pairs import Pair, clean, number_key
 
 # Templates never trained on: each combines pieces the model has seen in other templates.
 NEW_FORMS = (
-    "time-at-24h",  # "at 14:30": "at 3:45 PM" and "14:30" are trained
+    "time-at-24h",  # "at 14:30": "at 3:45 PM", "14:30" and "until 14:30" are trained
     "time-at-hour-attached",  # "at 7pm": "7pm" and "at 7 pm" are trained
-    "date-on-numeric",  # "on 3/3/2021": "on March 3, 2021" and "3/3/2021" are trained
+    "date-on-numeric",  # "on 3/3/2021": "on March 3, 2021", "3/3/2021" and "until 3/3/2021" are trained
     "date-in-month-year",  # "in May 2021": "in May" and "May 2021" are trained
     "percent-negative",  # "-2.5%": "-2.5" and "2.5%" are trained
     "unit-between",  # "between 3 and 5 km": "between 3 and 5" and "3 to 5 km" are trained
@@ -38,6 +38,12 @@ SHORT_UNITS = [
 WEEKDAYS_EN = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 WEEKDAYS_DE = ["Montag", "Dienstag", "Mittwoch", "Donnerstag", "Freitag", "Samstag", "Sonntag"]
 ORDINAL_SUFFIX = {1: "st", 2: "nd", 3: "rd"}
+# The forms that are vocabulary on their own ("twelve", "third", "7", "21st", "Monday", "noon",
+# "a thousand"): training repeats them (``translator.with_vocabulary_repeated``).
+VOCABULARY_FORMS = frozenset({
+    "small-words", "small-ordinal-words", "small-digits", "small-ordinal-digits", "weekday", "month", "time-words",
+    "round-words",
+})  # fmt: skip
 
 
 def ordinal_suffix(n: int) -> str:
@@ -159,7 +165,8 @@ def currency_forms(rng: random.Random) -> list[Pair]:
 
 
 def time_forms(rng: random.Random) -> list[Pair]:
-    """'7 am', '7am', '7 pm', 'at 7 pm', '7 o'clock', 'at 9', '14:30', '7:05', 'at 14:30', 'at 7pm'."""
+    """'7 am', '7am', '7 pm', 'at 7 pm', '7 o'clock', 'at 9', '14:30', '7:05', 'at 14:30', 'at 7pm',
+    'until 14:30', 'from 14:30'."""
     hour24, minute = rng.randrange(24), rng.randrange(60)
     hour12 = hour24 % 12 or 12
     half = "am" if hour24 < 12 else "pm"
@@ -175,11 +182,16 @@ def time_forms(rng: random.Random) -> list[Pair]:
         Pair(f"at {hour12}", f"um {hour12}", "time", dt.time(hour12 % 12).isoformat(), "time-hour"),
         Pair(f"{hour24}:{minute:02d}", clock, "time", key, "time-24h"),
         Pair(f"at {hour24}:{minute:02d}", f"um {clock}", "time", key, "time-at-24h"),
+        # A word before a clock time shifts every digit one position: seen with these words,
+        # the reordering is learnt wherever the time starts (and "at 14:30" can be new).
+        Pair(f"until {hour24}:{minute:02d}", f"bis {clock}", "time", key, "time-prefixed-24h"),
+        Pair(f"from {hour24}:{minute:02d}", f"ab {clock}", "time", key, "time-prefixed-24h"),
     ]
 
 
 def date_forms(rng: random.Random) -> list[Pair]:
-    """'3/3/2021', '2021-03-03', 'March 2021', 'the 3rd of May', 'May 3rd', 'on March 3, 2021'."""
+    """'3/3/2021', '2021-03-03', 'March 2021', 'the 3rd of May', 'May 3rd', 'on March 3, 2021',
+    'until 3/3/2021'."""
     from babel.dates import format_date, format_skeleton
 
     day = dt.date.fromordinal(rng.randrange(dt.date(1900, 1, 1).toordinal(), dt.date(2099, 12, 31).toordinal()))
@@ -201,6 +213,8 @@ def date_forms(rng: random.Random) -> list[Pair]:
         Pair(f"on {month_en} {day.day}", f"am {day.day}. {month_de}", "date", key[5:], "date-on"),
         Pair(f"on {long_en}", f"am {long_de}", "date", key, "date-on"),
         Pair(f"on {us}", f"am {numeric}", "date", key, "date-on-numeric"),
+        Pair(f"until {us}", f"bis {numeric}", "date", key, "date-prefixed-numeric"),  # see time_forms
+        Pair(f"from {us}", f"ab {numeric}", "date", key, "date-prefixed-numeric"),
         Pair(f"in {month_en} {day.year}", f"im {month_year_de}", "date", key[:7], "date-in-month-year"),
     ]
 
@@ -258,7 +272,7 @@ ROUND_WORDS = [
 
 def round_words() -> list[Pair]:
     """'a hundred', 'a thousand', 'one million': always trained."""
-    return [Pair(en, de, "cardinal", f"word:{en}", "round") for en, de in ROUND_WORDS]
+    return [Pair(en, de, "cardinal", f"word:{en}", "round-words") for en, de in ROUND_WORDS]
 
 
 TYPED_FORMS: list[tuple[Callable[[random.Random], list[Pair]], int]] = [
