@@ -40,7 +40,7 @@ def one_long_session(url: str, positions: int) -> tuple[int, list[float]]:
     from gradio_client import Client
 
     client = Client(url, verbose=False, download_files=False)
-    client.predict("smollm2-135m-instruct", LONG_PROMPT, *SETTINGS, api_name="/on_load")
+    client.predict("smollm2-135m-instruct", LONG_PROMPT, *SETTINGS, None, api_name="/on_load")
     latencies, reached = [], 0
     for _ in range(positions):
         begin = time.perf_counter()

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
+from explorer.errors import InputError
+
 
 @dataclass(frozen=True)
 class SamplingSettings:
@@ -21,11 +23,11 @@ class SamplingSettings:
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
-            raise ValueError("temperature must be 0 (greedy) or positive")
+            raise InputError("the temperature must be 0 (greedy) or positive")
         if self.top_k < 0:
-            raise ValueError("top-k must be 0 (off) or a positive count")
+            raise InputError("top-k must be 0 (off) or a positive count")
         if not 0 < self.top_p <= 1:
-            raise ValueError("top-p must be in (0, 1]")
+            raise InputError("top-p must be more than 0 and at most 1")
 
     @property
     def greedy(self) -> bool:

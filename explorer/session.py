@@ -1,14 +1,17 @@
-"""One user's generation: the tokens so far, the cache, the attention history, the timings.
+"""One user's generation: the tokens so far, the cache, what attention is computed from, the timings.
 
 ``GenerationSession`` knows nothing about Gradio. Every token in ``token_ids`` has been run
 through the model: the prompt in one pass when the session starts (the prefill), each
 generated token right after it is chosen. So the distribution for the next token is
-always ready, and the attention history has one row per token.
+always ready, and the queries and keys of every token are kept for attention.
 
-With the cache on, a step feeds only the new token and its attention is one new row per
-layer and head; the history stitches those rows under the prefill block. With the cache
-off, a step reruns the whole sequence and keeps only the new row. Both must give the same
-matrix as one full forward pass (the tests check it).
+Attention is computed on demand. Each pass keeps, per layer, the queries and keys of the
+positions it processed (as the model used them, after rotary): O(T·d) per layer, like the KV
+cache. A view computes softmax(q kᵀ/√d + mask) for the layer it shows, when it shows it,
+instead of every pass recording T x T x heads for every layer; so the passes run PyTorch's
+fused attention kernel. With the cache on, a step adds one query and one key per layer; with
+it off, a step reruns the whole sequence and keeps only the new position's. Either way the
+matrix equals the one a full forward pass gives (the tests check it).
 """
 
 from __future__ import annotations
@@ -19,18 +22,16 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
+from explorer.errors import InputError
 from explorer.loading import LoadedModel
 from explorer.model import ATTENTION, NOTHING, ContextWindowError, KVCache, Record, Trace
+from explorer.model.attention import attention_weights, causal_mask
 from explorer.model.trace import residual_stream_names
 from explorer.sampling import SamplingSettings, choose_token
 from explorer.tokens import continuation_texts, piece_text, piece_texts
 
 MAX_SESSION_POSITIONS = 1024  # the explorer's cap, so that one session's memory stays bounded
 MAX_TEXT_CHARS = 100_000
-
-
-class InputError(ValueError):
-    """Something the user typed or asked for cannot be done; the message says what to do."""
 
 
 class SessionFinished(InputError):
@@ -83,59 +84,94 @@ class CacheComparison:
         return self.tokens_cached == self.tokens_uncached
 
 
-class AttentionHistory:
-    """Attention rows of one stack, stitched over steps; stored compactly as float16.
+class GrowingRows:
+    """(heads, rows, head_dim) rows that grow along axis 1, in a buffer with room to spare
+    (doubling when full, up to ``limit`` rows), like the KV cache's, so that a step writes one
+    row instead of copying them all."""
 
-    Per layer a list of blocks, each (heads, rows, keys): the prefill's square block, then
-    one row per step whose key count grows by one.
-    """
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.buffer: torch.Tensor | None = None
+        self.length = 0
 
-    def __init__(self, n_layers: int) -> None:
-        self.blocks: list[list[np.ndarray]] = [[] for _ in range(n_layers)]
+    def add(self, block: torch.Tensor) -> None:
+        """Copy ``block`` (heads, new, hd) in after the rows so far (a copy: the pass's keys
+        may be the KV cache's own buffer, which undo overwrites)."""
+        end = self.length + block.shape[1]
+        if self.buffer is None or end > self.buffer.shape[1]:
+            capacity = max(end, min(2 * end, self.limit))
+            grown = block.new_empty((block.shape[0], capacity, block.shape[2]))
+            if self.buffer is not None:
+                grown[:, : self.length] = self.buffer[:, : self.length]
+            self.buffer = grown
+        self.buffer[:, self.length : end] = block
+        self.length = end
+
+    def all(self) -> torch.Tensor:
+        """(heads, rows, hd): a view of the rows so far."""
+        return self.buffer[:, : self.length]
+
+    def truncate(self, rows: int) -> None:
+        self.length = min(self.length, rows)
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.buffer is None else self.buffer.nbytes
+
+
+class AttentionInputs:
+    """What one attention stack's probabilities are made of, per layer: the queries
+    (heads, T, head_dim) of every position so far, and the keys (kv_heads, keys, head_dim)
+    they read. Self-attention's keys grow with the queries (and are masked causally);
+    cross-attention's are the source's, fixed."""
+
+    def __init__(self, n_layers: int, causal: bool, max_rows: int) -> None:
+        self.causal = causal
+        self.queries = [GrowingRows(max_rows) for _ in range(n_layers)]
+        self.keys = [GrowingRows(max_rows) for _ in range(n_layers)]
+        self.version = 0  # changes with every add and truncate
+        # The last matrix computed: a render asks for the same layer twice (heatmap, all heads).
+        self._last: tuple[tuple, np.ndarray] | None = None
 
     @property
     def rows(self) -> int:
-        return sum(b.shape[1] for b in self.blocks[0]) if self.blocks else 0
+        return self.queries[0].length if self.queries else 0
 
-    def add(self, layer: int, probs: torch.Tensor) -> None:
-        """probs (heads, new_rows, keys) for the newest queries."""
-        self.blocks[layer].append(probs.to(torch.float16).cpu().numpy())
+    @property
+    def nbytes(self) -> int:
+        """Bytes held for the queries and keys (with the buffers' room to grow)."""
+        return sum(rows.nbytes for rows in (*self.queries, *self.keys))
+
+    def add(self, layer: int, queries: torch.Tensor, keys: torch.Tensor) -> None:
+        """queries (heads, new, hd) of the new positions; keys (kv_heads, new, hd) of the same
+        positions (self-attention), or of the whole source the first time (cross-attention)."""
+        self.queries[layer].add(queries)
+        if self.causal or not self.keys[layer].length:
+            self.keys[layer].add(keys)
+        self.version += 1
 
     def truncate(self, rows: int) -> None:
-        for blocks in self.blocks:
-            total = sum(b.shape[1] for b in blocks)
-            while total > rows:
-                last = blocks[-1]
-                excess = total - rows
-                if last.shape[1] <= excess:
-                    blocks.pop()
-                    total -= last.shape[1]
-                else:
-                    blocks[-1] = last[:, : last.shape[1] - excess]
-                    total = rows
+        self.version += 1
+        for queries in self.queries:
+            queries.truncate(rows)
+        if self.causal:
+            for keys in self.keys:
+                keys.truncate(rows)
 
-    def row(self, layer: int, index: int) -> np.ndarray:
-        """(heads, keys) float32: one query's weights, without building the whole matrix."""
-        r = 0
-        for b in self.blocks[layer]:
-            if index < r + b.shape[1]:
-                return b[:, index - r].astype(np.float32)
-            r += b.shape[1]
-        raise IndexError(f"row {index} was not recorded (rows: {r})")
-
-    def matrix(self, layer: int, n_keys: int | None = None) -> np.ndarray:
-        """(heads, rows, keys) float32; entries no row reached (the future) are exactly 0."""
-        blocks = self.blocks[layer]
-        if not blocks:
+    def probabilities(self, layer: int, first: int = 0, last: int | None = None) -> np.ndarray:
+        """(heads, queries, keys) float32 for the queries at positions first .. last - 1."""
+        if not self.queries[layer].length:
             raise InputError("no attention was recorded in this session")
-        rows = sum(b.shape[1] for b in blocks)
-        keys = n_keys if n_keys is not None else max(b.shape[2] for b in blocks)
-        out = np.zeros((blocks[0].shape[0], rows, keys), dtype=np.float32)
-        r = 0
-        for b in blocks:
-            out[:, r : r + b.shape[1], : b.shape[2]] = b
-            r += b.shape[1]
-        return out
+        key = (layer, first, last, self.version)
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
+        q = self.queries[layer].all()[:, first:last]  # (heads, Tq, hd)
+        keys = self.keys[layer].all()  # (kv_heads, Tk, hd)
+        mask = causal_mask(q.shape[1], keys.shape[1], q.device, first_query=first) if self.causal else None
+        probs = attention_weights(q[None].float(), keys[None].float(), mask)[0].cpu().numpy()
+        probs.flags.writeable = False  # shared by the views that ask for it
+        self._last = (key, probs)
+        return probs
 
 
 class GenerationSession:
@@ -162,7 +198,8 @@ class GenerationSession:
         self.text = text
         self.chat = chat
         self.sampling = SamplingSettings(temperature, top_k, top_p, seed)
-        self.record = ATTENTION if record_attention else NOTHING
+        # A pass keeps the queries and keys that attention is computed from on demand.
+        self.record = Record.of("qk") if record_attention else NOTHING
         self.n_top = n_top
         cap = max_positions or MAX_SESSION_POSITIONS
         self.max_positions = min(cap, self.config.max_positions)
@@ -173,9 +210,10 @@ class GenerationSession:
         self.source_ids: list[int] = []
         self.memory: torch.Tensor | None = None
         self.model_device = next(self.model.parameters()).device
-        self.encoder_history = AttentionHistory(self.config.n_encoder_layers)
-        self.self_history = AttentionHistory(self.config.n_layers)
-        self.cross_history = AttentionHistory(self.config.n_layers if self.is_encoder_decoder else 0)
+        self.encoder_probs: list[np.ndarray] = []  # per layer (heads, S, S): small, computed once
+        n_cross = self.config.n_layers if self.is_encoder_decoder else 0
+        self.self_inputs = AttentionInputs(self.config.n_layers, causal=True, max_rows=self.max_positions)
+        self.cross_inputs = AttentionInputs(n_cross, causal=False, max_rows=self.max_positions)
         self._next_logits: torch.Tensor | None = None  # (vocab,) for the next position
         # (layers + 1, d_model): the newest position's residual stream after the embeddings and
         # after each layer, kept from the pass that processed it (the logit lens reads it).
@@ -243,10 +281,11 @@ class GenerationSession:
     @torch.inference_mode()
     def _run_encoder(self) -> None:
         src = self.ids_tensor(self.source_ids)
-        self.memory, trace = self.model.encode(src, record=self.record)
-        if "attention" in self.record:
+        record = ATTENTION if "qk" in self.record else NOTHING
+        self.memory, trace = self.model.encode(src, record=record)
+        if "attention" in record:
             for i in range(self.config.n_encoder_layers):
-                self.encoder_history.add(i, trace.self_attention(i, "encoder")[0])
+                self.encoder_probs.append(trace.self_attention(i, "encoder")[0].float().cpu().numpy())
 
     # ------------------------------------------------------------------ the model pass
     @torch.inference_mode()
@@ -294,12 +333,18 @@ class GenerationSession:
         if one_token:
             names = residual_stream_names(self.config.n_layers)
             self.newest_residuals = torch.stack([output.trace[name][0, -1] for name in names])  # (layers + 1, d)
-        if "attention" in record:
-            for i in range(self.config.n_layers):
-                self.self_history.add(i, output.trace.self_attention(i)[0, :, -n_new:])
-                if self.is_encoder_decoder:
-                    self.cross_history.add(i, output.trace.cross_attention(i)[0, :, -n_new:])
+        if "qk" in record:
+            self._keep_attention_inputs(output.trace, n_new)
         return elapsed_ms, output.trace
+
+    def _keep_attention_inputs(self, trace: Trace, n_new: int) -> None:
+        """The new positions' queries, and the keys they added, of every layer (see AttentionInputs)."""
+        for i in range(self.config.n_layers):
+            name = f"decoder.{i}.self_attn"
+            self.self_inputs.add(i, trace[f"{name}.q"][0, :, -n_new:], trace[f"{name}.k"][0, :, -n_new:])
+            if self.is_encoder_decoder:
+                name = f"decoder.{i}.cross_attn"
+                self.cross_inputs.add(i, trace[f"{name}.q"][0, :, -n_new:], trace[f"{name}.k"][0])
 
     # ------------------------------------------------------------------ stepping
     @property
@@ -379,7 +424,7 @@ class GenerationSession:
             finished=self.finished,
         )
         # The session keeps each step's result without its trace: a step's attention is already
-        # in the float16 history, and a float32 copy per step would grow quadratically.
+        # kept as queries and keys, and a copy of its probabilities per step would grow quadratically.
         self.steps.append(replace(result, trace=Trace()))
         return result
 
@@ -394,8 +439,8 @@ class GenerationSession:
         # The distribution for the next position came from processing the token now last;
         # rerun that one token (its attention row is dropped and recorded again).
         n = len(self.token_ids)
-        self.self_history.truncate(n - 1)
-        self.cross_history.truncate(n - 1)
+        self.self_inputs.truncate(n - 1)
+        self.cross_inputs.truncate(n - 1)
         if self.cache is not None:
             self.cache.truncate(n - 1)
         self._process(1)
@@ -412,30 +457,33 @@ class GenerationSession:
         self._forward(self.ids_tensor(self.token_ids))  # fills the cache
 
     # ------------------------------------------------------------------ attention views
-    def self_attention(self, layer: int) -> np.ndarray:
-        """(heads, T, T) decoder self-attention stitched over every step so far."""
+    def self_attention(self, layer: int, first: int = 0, last: int | None = None) -> np.ndarray:
+        """(heads, queries, T) decoder self-attention of the queries at positions first .. last - 1
+        (by default every position: (heads, T, T)), computed now from the kept queries and keys."""
         self.check_layer(layer)
-        return self.self_history.matrix(layer, len(self.token_ids))
+        return self.self_inputs.probabilities(layer, first, last)
 
     def query_attention(self, position: int) -> np.ndarray:
         """(layers, heads, position + 1) what the token at ``position`` read, in every layer."""
         if not 0 <= position < len(self.token_ids):
             raise InputError(f"position {position} does not exist; choose 0 to {len(self.token_ids) - 1}")
-        rows = [self.self_history.row(i, position)[:, : position + 1] for i in range(self.config.n_layers)]
-        return np.stack(rows)  # the prefill block's rows also hold its (zero) future: cut it off
+        rows = [self.self_inputs.probabilities(i, position, position + 1)[:, 0] for i in range(self.config.n_layers)]
+        return np.stack(rows)[:, :, : position + 1]  # (its future is exactly 0: cut it off)
 
     def cross_attention(self, layer: int) -> np.ndarray:
         """(heads, T, S) cross-attention of every target token over the source."""
         self._require_translator("cross-attention")
         self.check_layer(layer)
-        return self.cross_history.matrix(layer, len(self.source_ids))
+        return self.cross_inputs.probabilities(layer)
 
     def encoder_attention(self, layer: int) -> np.ndarray:
         """(heads, S, S) encoder self-attention over the source."""
         self._require_translator("encoder attention")
         if not 0 <= layer < self.config.n_encoder_layers:
             raise InputError(f"encoder layer {layer} does not exist; choose 0 to {self.config.n_encoder_layers - 1}")
-        return self.encoder_history.matrix(layer, len(self.source_ids))
+        if not self.encoder_probs:
+            raise InputError("no attention was recorded in this session")
+        return self.encoder_probs[layer]
 
     def check_layer(self, layer: int) -> None:
         """Refuse a decoder layer the model does not have, saying which exist."""

@@ -75,7 +75,7 @@ def test_parallel_pass_equals_the_step_by_step_run(models, family):
     check = proof.parallel_check(session)
     assert check.positions == len(session.token_ids)
     assert check.max_logit_difference <= 1e-4  # what the README claims for these models
-    assert check.max_attention_difference <= 2e-3  # the history on screen is stored as float16
+    assert check.max_attention_difference <= 1e-5  # on screen: computed from the queries and keys the steps kept
     assert check.same_predictions
 
 

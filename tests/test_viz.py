@@ -121,3 +121,34 @@ def test_characters_that_draw_nothing_are_named():
     assert visible("❤\ufe0f") == "❤\ufe0f"  # on its character it draws the emoji: left alone
     assert visible("\u202e") == "⟨U+202E⟩"
     assert visible(" a\n") == "·a⏎" and visible("") == "∅"
+
+
+def test_a_long_sequence_shows_a_window_of_rows_and_an_overview():
+    from explorer.viz.window import WINDOW_ROWS, block_max, query_window, with_overview
+
+    assert query_window(100, 99) == (0, 100)  # short: every row
+    assert query_window(700, 699) == (700 - WINDOW_ROWS, 700)  # the newest rows
+    assert query_window(700, 10) == (0, WINDOW_ROWS)
+    assert query_window(700, 300) == (300 - WINDOW_ROWS // 2, 300 + WINDOW_ROWS // 2)  # around the selected row
+    rng = np.random.default_rng(0)
+    n = 300
+    weights = np.tril(rng.random((n, n))).astype(np.float32)
+    weights /= weights.sum(axis=1, keepdims=True)
+    pooled, size = block_max(weights, causal=True, cells=128)
+    assert size == 3 and pooled.shape == (100, 100)
+    assert pooled[5, 2] == weights[15:18, 6:9].max()  # each cell the largest weight of its block
+    assert np.isnan(pooled[0, 99]) and not np.isnan(pooled[99, 0])  # a block wholly in the future is masked
+    tokens = [f"t{i}" for i in range(n)]
+    first, last = 200, 296
+    window = attention_heatmap(weights[first:last], tokens[first:last], tokens, causal=True, title="w",
+                               query_offset=first)  # fmt: skip
+    figure = with_overview(window, weights, first, last, causal=True)
+    assert [t.get("name") for t in figure["data"]] == ["attention", "overview"]
+    assert decode_array(figure["data"][0]["z"]).shape == (WINDOW_ROWS, n)
+    outline = figure["layout"]["shapes"][-1]
+    assert (outline["y0"], outline["y1"], outline["yref"]) == (first - 0.5, last - 0.5, "y2")
+    import json
+
+    import plotly.graph_objects as go
+
+    go.Figure(json.loads(figure_json(figure)))  # valid plotly

@@ -51,10 +51,10 @@ def parallel_check(session: GenerationSession, progress=None) -> ParallelCheck:
     attention_diff = 0.0
     n = len(session.token_ids)
     for i in range(session.config.n_layers):
-        shown = session.self_history.matrix(i, n)  # (heads, T, T), stored as float16
+        shown = session.self_attention(i)  # (heads, T, T), from the queries and keys the steps kept
         attention_diff = max(attention_diff, float(np.abs(full.trace.self_attention(i)[0].cpu().numpy() - shown).max()))
         if session.is_encoder_decoder:
-            shown = session.cross_history.matrix(i, len(session.source_ids))
+            shown = session.cross_attention(i)
             parallel_cross = full.trace.cross_attention(i)[0].cpu().numpy()
             attention_diff = max(attention_diff, float(np.abs(parallel_cross - shown).max()))
     return ParallelCheck(

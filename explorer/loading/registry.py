@@ -227,7 +227,10 @@ def load_model(name_or_path: str | Path, progress: bool = True) -> LoadedModel:
             f"unknown model {text[:60]!r}. Choose one of: {_registry_listing()}; or give a local checkpoint "
             "folder or a Hub id of the form owner/name."
         )
-    model = model_from_state(config, state)
+    try:
+        model = model_from_state(config, state)
+    except ValueError as error:  # the weights do not fit the config the checkpoint declares
+        raise ModelLoadError(f"{name} cannot be loaded: {error}") from None
     return LoadedModel(
         name=name, model=model, tokenizer=tokenizer, config=config, description=description, known_words=known_words
     )

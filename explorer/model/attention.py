@@ -24,16 +24,48 @@ from .positions import rotate
 from .trace import Trace
 
 
-def causal_mask(n_queries: int, n_keys: int, device: torch.device | None = None) -> torch.Tensor:
+def causal_mask(
+    n_queries: int, n_keys: int, device: torch.device | None = None, first_query: int | None = None
+) -> torch.Tensor:
     """(queries, keys) boolean mask, True where a query may look.
 
-    The queries are the last ``n_queries`` of ``n_keys`` positions, so query i stands at
-    position i + (n_keys - n_queries) and may see every key up to and including it.
+    The queries stand at positions ``first_query`` .. ``first_query + n_queries - 1`` (by
+    default the last ``n_queries`` of ``n_keys`` positions), and each may see every key up to
+    and including its own position.
     """
-    offset = n_keys - n_queries
+    offset = n_keys - n_queries if first_query is None else first_query
     query_pos = torch.arange(n_queries, device=device)[:, None] + offset
     key_pos = torch.arange(n_keys, device=device)[None, :]
     return key_pos <= query_pos
+
+
+def attention_scores(q: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """q kᵀ / √d, with -inf where the mask hides a key: (B, heads, Tq, Tk), before softmax.
+
+    q is (B, heads, Tq, hd); keys are (B, kv_heads, Tk, hd), with kv_heads dividing heads
+    (grouped-query attention: query heads g*share .. g*share+share-1 all read key head g);
+    mask is (Tq, Tk), True where a query may look.
+    """
+    batch, n_heads, n_queries, hd = q.shape
+    n_kv_heads = keys.shape[1]
+    # Stack the queries of the heads that share a key head on the query axis: no key copies.
+    q_grouped = q.reshape(batch, n_kv_heads, (n_heads // n_kv_heads) * n_queries, hd)  # (B, kv, share*Tq, hd)
+    scores = q_grouped @ keys.transpose(-2, -1) / math.sqrt(hd)  # (B, kv, share*Tq, Tk)
+    scores = scores.view(batch, n_heads, n_queries, -1)  # (B, heads, Tq, Tk)
+    if mask is not None:
+        # The mask goes on the scores, before softmax: exp(-inf) = 0, so the future gets
+        # exactly zero weight and every row still sums to one.
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return scores
+
+
+def attention_weights(q: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """softmax(q kᵀ / √d + mask): (B, heads, Tq, Tk) probabilities, every row summing to one.
+
+    The model's explicit path computes its probabilities here, and so does the session when a
+    view asks for one layer's attention (from the queries and keys the model used).
+    """
+    return attention_scores(q, keys, mask).softmax(dim=-1)
 
 
 class MultiHeadAttention(nn.Module):
@@ -89,10 +121,12 @@ class MultiHeadAttention(nn.Module):
             context = F.scaled_dot_product_attention(
                 q, kv.keys, kv.values, attn_mask=mask, enable_gqa=self.share > 1
             )  # (B, heads, Tq, hd)
-        if trace is not None and "qkv" in trace.record:
-            trace.keep("qkv", f"{name}.q", q)
-            # Cached keys are views of a buffer that undo may overwrite: keep copies.
-            trace.keep("qkv", f"{name}.k", kv.keys.clone())
+        if trace is not None and trace.record.kinds & {"qk", "qkv"}:
+            kind = "qkv" if "qkv" in trace.record else "qk"
+            trace.keep(kind, f"{name}.q", q)
+            # Cached keys are views of a buffer that undo may overwrite: "qkv" keeps copies;
+            # "qk" (the session's own record, which copies the rows it keeps) does not.
+            trace.keep(kind, f"{name}.k", kv.keys.clone() if kind == "qkv" else kv.keys)
             trace.keep("qkv", f"{name}.v", kv.values.clone())
         context = context.transpose(1, 2).reshape(batch, n_queries, self.n_heads * self.head_dim)
         return self.o_proj(context)
@@ -102,18 +136,10 @@ class MultiHeadAttention(nn.Module):
     ) -> torch.Tensor:
         """softmax(q k^T / sqrt(hd) + mask) v, written out so the probabilities can be kept."""
         batch, n_heads, n_queries, hd = q.shape
-        share = self.share
-        # Grouped-query attention without copying keys: query heads h = g*share .. g*share+share-1
-        # all read key/value head g, so stack their queries on the query axis of head g.
-        q_grouped = q.reshape(batch, self.n_kv_heads, share * n_queries, hd)  # (B, kv, share*Tq, hd)
-        scores = q_grouped @ kv.keys.transpose(-2, -1) / math.sqrt(hd)  # (B, kv, share*Tq, Tk)
-        scores = scores.view(batch, n_heads, n_queries, -1)  # (B, heads, Tq, Tk)
-        if mask is not None:
-            # The mask goes on the scores, before softmax: exp(-inf) = 0, so the future gets
-            # exactly zero weight and every row still sums to one.
-            scores = scores.masked_fill(~mask, float("-inf"))
-        probs = scores.softmax(dim=-1)  # (B, heads, Tq, Tk)
+        scores = attention_scores(q, kv.keys, mask)  # (B, heads, Tq, Tk)
+        probs = scores.softmax(dim=-1)
         trace.keep("scores", f"{name}.scores", scores)
         trace.keep("attention", f"{name}.probs", probs)
-        context = probs.view(batch, self.n_kv_heads, share * n_queries, -1) @ kv.values  # (B, kv, share*Tq, hd)
+        grouped = probs.view(batch, self.n_kv_heads, self.share * n_queries, -1)  # (B, kv, share*Tq, Tk)
+        context = grouped @ kv.values  # (B, kv, share*Tq, hd)
         return context.view(batch, n_heads, n_queries, hd)  # (B, heads, Tq, hd)

@@ -11,6 +11,7 @@ name                             shape                                kind
 ``decoder.{i}.cross_attn.probs`` (batch, heads, target, source)       attention
 ``{stack}.{i}.{attn}.scores``    (batch, heads, queries, keys)        scores
 ``{stack}.{i}.{attn}.q|k|v``     (batch, heads, positions, head_dim)  qkv
+``{stack}.{i}.{attn}.q|k``       (batch, heads, positions, head_dim)  qk
 ``{stack}.embed``                (batch, positions, d_model)          residual
 ``{stack}.{i}.resid_after_attn`` (batch, positions, d_model)          residual
 ``decoder.{i}.resid_after_cross``(batch, positions, d_model)          residual
@@ -20,8 +21,11 @@ name                             shape                                kind
 
 ``stack`` is ``encoder`` or ``decoder`` (decoder-only models have just the decoder).
 Scores are pre-softmax and already scaled by 1/sqrt(head_dim); masked entries are -inf.
-Keys and values in a cached step cover the whole cache (past and new positions), and
-grouped-query keys/values are recorded per key/value head, before sharing.
+Queries and keys are as attention used them (after rotary). Keys and values in a cached step
+cover the whole cache (past and new positions), and grouped-query keys/values are recorded per
+key/value head, before sharing. ``qk`` keeps the same q and k as ``qkv`` without copying: its
+keys in a cached step are the cache's own buffer, valid until the cache next changes (the
+session copies the rows it keeps, and computes attention from them when a view asks).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-KINDS = frozenset({"attention", "scores", "qkv", "residual", "logits"})
+KINDS = frozenset({"attention", "scores", "qkv", "qk", "residual", "logits"})
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ Each callback returns a dict of only the components it changed. Per-user state l
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -31,7 +32,19 @@ from explorer.viz import head_at, role_at
 from explorer.viz.figure_json import figure_json
 
 NO_MODEL = "No model is loaded yet: choose one from the Model list."
-USER_ERRORS = (InputError, ModelLoadError, ContextWindowError, ValueError)
+BROWSER_KEY = "decoder-explorer-session"
+SECRET_ENV = "DECODER_EXPLORER_BROWSER_SECRET"
+
+
+def browser_secret() -> str:
+    """The key the kept session is encrypted with in the browser. It must outlive a restart
+    (else a woken Space could not read what browsers kept); what it protects is only the user's
+    own text and tokens, in the user's own browser. An operator may set their own."""
+    return os.environ.get(SECRET_ENV) or "decoder-explorer: a session kept in your own browser"
+
+
+# The project's own errors become warnings; anything else is a bug and fails loudly (log, tests).
+USER_ERRORS = (InputError, ModelLoadError, ContextWindowError)
 DECODER_EXAMPLES = [
     "The capital of France is",
     "Once upon a time, in a small village,",
@@ -61,7 +74,7 @@ def example_picker(examples: list[str], label: str, text: gr.Textbox) -> None:
 
 
 CSS = """
-#token-strip .textfield { line-height: 2.1; }
+#token-strip .textfield { line-height: 2.1; max-height: 10.5em; overflow-y: auto; }  /* 5 lines, then it scrolls */
 #candidates table { font-family: ui-monospace, monospace; }
 .explain { font-size: 0.92em; color: var(--body-text-color-subdued); }
 @media (max-width: 640px) {
@@ -74,6 +87,25 @@ CSS = """
 }
 """
 
+
+# The token strip scrolls inside its box (CSS above) and follows the newest token: when tokens
+# are added, its box scrolls to the end (a click on a token, which adds none, leaves it alone).
+FOLLOW_NEWEST_TOKEN = """
+() => {
+  const follow = () => {
+    const strip = document.querySelector('#token-strip');
+    if (!strip) return setTimeout(follow, 200);
+    let count = 0;
+    new MutationObserver(() => {
+      const box = strip.querySelector('.textfield');
+      const n = strip.querySelectorAll('.token').length;
+      if (box && n > count) box.scrollTop = box.scrollHeight;
+      count = n;
+    }).observe(strip, {childList: true, subtree: true});
+  };
+  follow();
+}
+"""
 
 # Generate streams faster than a browser draws: a step takes ~0.1 s here, redrawing the figures
 # ~0.25 s. Were every step's figures sent, the page would fall ever further behind (30 s after
@@ -139,6 +171,9 @@ def build_demo() -> gr.Blocks:
     # files older than an hour are deleted, checked every half hour, so the disk does not fill.
     with gr.Blocks(title="Decoder Explorer", delete_cache=(1800, 3600)) as demo:
         state = gr.State(None)
+        # This tab's session as the browser keeps it (localStorage), so that a reload or a server
+        # restart (a Space sleeps and wakes) brings it back: the tokens are replayed through the model.
+        kept = gr.BrowserState(None, storage_key=BROWSER_KEY, secret=browser_secret())
         gr.Markdown(texts.INTRO)
         with gr.Row(equal_height=False):
             with gr.Column(scale=2, min_width=300):
@@ -285,6 +320,7 @@ def build_demo() -> gr.Blocks:
             self_plot, heads, cross_plot, encoder_plot, layers_plot, timing_plot, lens_plot, roles_image, roles_info,
             role_head_plot, parallel_info, sandbox_info, sandbox_plot, architecture_info, cost_info,
         }  # fmt: skip
+        figures.add(kept)  # every change of the view is kept in the browser too
         step_views = {status, strip, candidates, cache_info, *figures}
 
         def render(st: ExplorerState, *, full: bool = False, with_figures: bool = True) -> dict:
@@ -297,6 +333,7 @@ def build_demo() -> gr.Blocks:
                 status: views.status_line(st),
                 strip: views.token_strip(st),
                 cache_info: views.cache_summary(st),
+                kept: kept_value(st),
             }
             if with_figures:
                 out.update({candidates: views.candidate_rows(session), **tab_views(st)})
@@ -304,7 +341,15 @@ def build_demo() -> gr.Blocks:
                 out.update(session_views(st))
             return out
 
+        def kept_value(st: ExplorerState) -> dict:
+            """What the browser keeps of this tab: the session and the view, as a saved link has them."""
+            return dataclasses.asdict(current_snapshot(st))
+
         def tab_views(st: ExplorerState) -> dict:
+            """The figures of the open tab, and the view the browser keeps."""
+            return {**tab_figures(st), kept: kept_value(st)}
+
+        def tab_figures(st: ExplorerState) -> dict:
             """The figures of the open tab; the others are built when their tab is opened."""
 
             def fig(figure, name):
@@ -418,7 +463,9 @@ def build_demo() -> gr.Blocks:
         settings = [text, chat, use_cache, temperature, top_k, top_p, seed]
 
         @tab_event
-        def on_load(request: gr.Request, model_name, *values, progress=gr.Progress(track_tqdm=True)):
+        def on_load(request: gr.Request, model_name, *inputs, progress=gr.Progress(track_tqdm=True)):
+            """A link's session, else the one this browser kept (a reload), else the default model."""
+            *values, kept_session = inputs  # the kept session comes last: API callers may leave it out
             try:
                 linked = snapshot.from_query(request.query_params)
                 if linked is not None:
@@ -426,6 +473,13 @@ def build_demo() -> gr.Blocks:
                     return apply_snapshot(request, None, linked)[0]
             except USER_ERRORS as error:
                 gr.Warning(f"This link cannot be opened: {error} The default model is shown instead.")
+            if kept_session is not None:
+                try:
+                    restored_snapshot = snapshot.checked_snapshot(kept_session)
+                    progress(0, desc=f"Bringing back your session on {restored_snapshot.model}")
+                    return apply_snapshot(request, None, restored_snapshot)[0]
+                except USER_ERRORS as error:
+                    gr.Warning(f"The session this browser kept cannot be restored: {error} A new one is shown.")
             progress(0, desc=f"Loading {model_name}")
             try:
                 loaded = model_store.get_model(model_name)
@@ -574,7 +628,8 @@ def build_demo() -> gr.Blocks:
             if picked is None:
                 return gr.skip()  # a click between two heads
             st.layer, st.head = views.checked_view(st.session, st.layer, str(picked))
-            return {head: gr.Dropdown(value=st.head), self_plot: plot(views.self_attention_figure(st))}
+            figure = plot(views.self_attention_figure(st))
+            return {head: gr.Dropdown(value=st.head), self_plot: figure, kept: kept_value(st)}
 
         @tab_event
         def on_role_click(st, event: gr.SelectData):
@@ -678,15 +733,16 @@ def build_demo() -> gr.Blocks:
             if st is None or st.session is None:
                 return gr.skip()  # the next session reads the checkbox
             st.session.set_use_cache(bool(value))
-            return {cache_info: views.cache_summary(st), status: views.status_line(st)}
+            return {cache_info: views.cache_summary(st), status: views.status_line(st), kept: kept_value(st)}
 
         @tab_event
         def on_sampling(st, temp, k, p, seed_value):
             if st is None or st.session is None:
-                return  # the next session reads these settings
+                return gr.skip()  # the next session reads these settings
             from explorer.sampling import SamplingSettings
 
             st.session.sampling = SamplingSettings(float(temp), int(k), float(p), int(seed_value or 0))
+            return {kept: kept_value(st)}
 
         @tab_event
         def on_compare(st, progress=gr.Progress()):
@@ -710,7 +766,7 @@ def build_demo() -> gr.Blocks:
         session_outputs = {layer, head, source, source_note, cross_tab}
         everything = {state, *step_views, *model_outputs, *session_outputs}
         restored = {*everything, *settings, tabs}
-        demo.load(on_load, [model, *settings], restored)
+        demo.load(on_load, [model, *settings, kept], restored)
         demo.unload(release_closed_tab)
         # A step's progress shows on the status line only: a spinner over every figure would
         # flash on each ~100 ms step (and redraw each component twice).
@@ -731,10 +787,10 @@ def build_demo() -> gr.Blocks:
         strip.select(on_token_click, [state], {strip, *figures}, **quick)
         layer.release(on_layer_or_head, [state, layer, head], figures, **quick)
         head.input(on_layer_or_head, [state, layer, head], figures, **quick)
-        heads.select(on_head_thumbnail, [state], {head, self_plot}, **quick)
-        use_cache.input(on_cache_toggle, [state, use_cache], {cache_info, status})
+        heads.select(on_head_thumbnail, [state], {head, self_plot, kept}, **quick)
+        use_cache.input(on_cache_toggle, [state, use_cache], {cache_info, status, kept})
         for control in (temperature, top_k, top_p, seed):
-            control.change(on_sampling, [state, temperature, top_k, top_p, seed], set())
+            control.change(on_sampling, [state, temperature, top_k, top_p, seed], {kept})
         compare_button.click(on_compare, [state], {timing_plot, cache_info})
         all_tabs = (
             (self_tab, "self"), (cross_tab, "cross"), (layers_tab, "layers"), (cache_tab, "cache"), (lens_tab, "lens"),
@@ -774,4 +830,6 @@ def launch(**kwargs) -> None:
     demo = build_demo()
     demo.queue(default_concurrency_limit=concurrency(), max_size=QUEUE_SIZE)
     # An upload larger than a saved session can be is refused by Gradio before it is read.
-    demo.launch(css=CSS, theme=gr.themes.Soft(), max_file_size=snapshot.MAX_FILE_BYTES, **kwargs)
+    demo.launch(
+        css=CSS, js=FOLLOW_NEWEST_TOKEN, theme=gr.themes.Soft(), max_file_size=snapshot.MAX_FILE_BYTES, **kwargs
+    )

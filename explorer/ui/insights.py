@@ -103,7 +103,8 @@ def parallel_summary(state: ExplorerState) -> str:
     return (
         f"{verdict} Over all {check.positions} positions: largest logit difference "
         f"**{check.max_logit_difference:.1e}** (the logits reach {check.largest_logit:.1f}); largest difference "
-        f"from the attention on screen **{check.max_attention_difference:.1e}** (it is stored as float16); "
+        f"from the attention on screen **{check.max_attention_difference:.1e}** (computed from the queries and "
+        "keys the steps kept); "
         f"the most probable next token is {'the same at every position' if check.same_predictions else 'not the same'}."
     )
 

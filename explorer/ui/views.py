@@ -12,9 +12,11 @@ from explorer.session import CacheComparison, GenerationSession, InputError, Top
 from explorer.tokens import visible
 from explorer.ui import model_store
 from explorer.viz import attention_heatmap, head_grid, layer_profile_heatmap, timing_chart
+from explorer.viz.window import query_window, with_overview
 
 MEAN = "mean"
 BAR_WIDTH = 20
+ROOM_WARNING = 64  # the status line says how much room is left from this many positions before the cap
 
 
 @dataclass
@@ -50,7 +52,7 @@ class ExplorerState:
         self.results.clear()
 
     def release(self) -> None:
-        """Drop the session's tensors (cache, attention history): its browser tab has closed."""
+        """Drop the session's tensors (cache, queries and keys): its browser tab has closed."""
         self.session, self.comparison = None, None
         self.results.clear()
 
@@ -165,14 +167,19 @@ def candidate_rows(session: GenerationSession) -> list[list[str]]:
 
 # ---------------------------------------------------------------- attention figures
 def self_attention_figure(state: ExplorerState):
+    """The heatmap; past WINDOW_FROM tokens a window of rows around the selected token, and an overview."""
     session = state.session
-    attention = session.self_attention(state.layer)  # (heads, T, T)
+    weights = pick_head(session.self_attention(state.layer), state.head)  # (T, T)
     tokens = session.token_texts()
+    query = state.query_position()
+    first, last = query_window(len(tokens), query)
     what = "Decoder self-attention" if session.is_encoder_decoder else "Causal self-attention"
-    return attention_heatmap(
-        pick_head(attention, state.head), tokens, tokens, causal=True,
-        title=f"{what}, layer {state.layer}, {head_label(state.head)}", selected_query=state.query_position(),
+    rows = f", queries {first}-{last - 1} of {len(tokens)}" if (first, last) != (0, len(tokens)) else ""
+    figure = attention_heatmap(
+        weights[first:last], tokens[first:last], tokens, causal=True, query_offset=first,
+        title=f"{what}, layer {state.layer}, {head_label(state.head)}{rows}", selected_query=query - first,
     )  # fmt: skip
+    return with_overview(figure, weights, first, last, causal=True) if rows else figure
 
 
 def cross_attention_figure(state: ExplorerState):
@@ -278,4 +285,8 @@ def status_line(state: ExplorerState) -> str:
         parts.append("the model ended the text")
     elif state.stopped_at == len(session.token_ids):
         parts.append("Stop ended Generate here")
+    left = session.max_positions - len(session.token_ids)
+    if left <= ROOM_WARNING and not session.finished:
+        parts.append(f"room for {left} more of the {session.max_positions:,} positions a session holds" if left
+                     else f"the session is full ({session.max_positions:,} positions): Undo or Reset")  # fmt: skip
     return " · ".join(parts)

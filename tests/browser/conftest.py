@@ -33,13 +33,15 @@ NETCUT = ROOT / "tests" / "netcut"  # its sitecustomize cuts the app off the net
 
 
 @contextlib.contextmanager
-def running_app(log_path: Path, **env_overrides: str):
+def running_app(log_path: Path, port: int | None = None, **env_overrides: str):
     """Start ``python app.py`` with the network cut off; yield (its URL, its process); stop it.
+
+    ``port`` lets a test start the app again where it was (a browser keeps its storage per origin).
 
     The app must start and serve with no network at all (not only with HF_HUB_OFFLINE set),
     as on this project's machines and on a Space whose Hub is down.
     """
-    port = free_port()
+    port = port or free_port()
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
     env.update(
         GRADIO_SERVER_NAME="127.0.0.1",
@@ -50,7 +52,7 @@ def running_app(log_path: Path, **env_overrides: str):
         **env_overrides,
     )
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "w") as log:
+    with open(log_path, "a") as log:
         process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
@@ -77,6 +79,7 @@ def running_app(log_path: Path, **env_overrides: str):
 @pytest.fixture(scope="session")
 def app_url(checkpoints):
     log_path = ARTIFACTS / "app.log"
+    log_path.unlink(missing_ok=True)  # running_app appends (a restarted app writes on in one log)
     with running_app(log_path, DECODER_EXPLORER_MODEL_DIRS=str(checkpoints["marian"].parent)) as (url, _):
         yield url
     # A callback that failed on the server shows the user nothing useful: none may fail. Gradio

@@ -54,7 +54,7 @@ def run_user(url: str, user: int, steps: int, start: threading.Barrier | None = 
     model, text = user_input(user)
     try:
         client = Client(url, verbose=False, download_files=False)
-        loaded = client.predict(model, text, *SETTINGS, api_name="/on_load")
+        loaded = client.predict(model, text, *SETTINGS, None, api_name="/on_load")  # None: no kept session
         strip = outputs_by_label(client, "/on_load", loaded)["strip"]
         own = strip_text(strip)
         if start is not None:

@@ -242,8 +242,10 @@ def test_a_link_reopens_model_input_settings_and_step(page, browser):
     assert other.locator("#layer input[type=number]").input_value() == "4"
     assert "2 generated" in status(other)
 
-    # A damaged link: a message, and the default model and prompt instead.
+    # A damaged link: a message, and instead the session this browser kept (the link's, opened
+    # above, with its lens tab), as a reload would bring it back.
     other.goto(url.split("?")[0] + "?model=smollm2-135m-instruct&text=hi&tokens=1,x")
     other.wait_for_selector("text=This link cannot be opened")
-    wait_ready(other)
+    other.wait_for_function("n => document.querySelectorAll('#token-strip .token').length === n", arg=n)
+    wait_plot_title(other, "logit-lens", f"After {n - 1}")
     other.context.close()

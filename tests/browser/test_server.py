@@ -29,7 +29,7 @@ def client(app_url):
     from gradio_client import Client
 
     client = Client(app_url, verbose=False, download_files=False)
-    client.predict("smollm2-135m-instruct", "The capital of France is", *SETTINGS, api_name="/on_load")
+    client.predict("smollm2-135m-instruct", "The capital of France is", *SETTINGS, None, api_name="/on_load")
     return client
 
 

@@ -1,0 +1,54 @@
+"""A long input stays usable (issue 11): the token strip scrolls in a bounded box and follows
+the newest token; past a few hundred tokens the heatmap shows a window of rows with an overview."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from explorer.viz.window import WINDOW_ROWS
+from tests.browser.helpers import idle, plot, shot, status, type_prompt, wait_plot_title
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+LONG_TEXT = "Count with me: " + " ".join(f"{i} apples," for i in range(1, 126))  # about 700 tokens
+
+
+def strip_box(page) -> dict:
+    return page.eval_on_selector(
+        "#token-strip .textfield",
+        "b => ({top: b.scrollTop, height: b.clientHeight, content: b.scrollHeight})",
+    )
+
+
+def test_a_700_token_text_scrolls_the_strip_and_windows_the_heatmap(page):
+    type_prompt(page, LONG_TEXT)
+    page.click("#step")
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('1 generated')")
+    idle(page)
+    n = int(re.search(r"(\d+) tokens", status(page)).group(1))
+    assert 600 <= n <= 900, n
+
+    box = strip_box(page)
+    assert box["height"] < 300 and box["content"] > 3 * box["height"]  # bounded, and it scrolls
+    assert box["top"] + box["height"] >= box["content"] - 2  # at the newest token
+
+    wait_plot_title(page, "self-attention", f"queries {n - WINDOW_ROWS}-{n - 1} of {n}")
+    shown = plot(page, "self-attention")
+    window, overview = shown["traces"]
+    assert (window["rows"], window["cols"]) == (WINDOW_ROWS, n)  # the newest rows, every key
+    assert overview["name"] == "overview" and 0 < overview["rows"] <= 128
+    shot(page, "long-window")
+
+    page.locator("#token-strip .token").nth(10).click()  # an early token: the window moves to it
+    wait_plot_title(page, "self-attention", f"queries 0-{WINDOW_ROWS - 1} of {n}")
+    idle(page)
+    assert plot(page, "self-attention")["traces"][0]["rows"] == WINDOW_ROWS
+
+    page.click("#step")  # a new token: the strip follows it again
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('2 generated')")
+    idle(page)
+    page.wait_for_timeout(300)
+    box = strip_box(page)
+    assert box["top"] + box["height"] >= box["content"] - 2

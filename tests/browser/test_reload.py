@@ -1,0 +1,103 @@
+"""A reload, or a server restart between two page loads, loses nothing (issue 11): the browser
+keeps the session (model, text, settings, tokens with the forced ones marked, the view) and the
+page replays it through the model."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.conftest import ARTIFACTS, free_port, running_app, wait_ready
+from tests.browser.helpers import idle, shot, status, tokens, type_prompt, wait_plot_title, wait_token_count
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+PROMPT = "The cat sat on the mat. The dog sat on the"
+FORCED_COLOUR = "218, 218, 235"  # the strip's colour for a token the user chose
+
+
+def make_a_session(page) -> int:
+    """Three steps, a forced third candidate, one more step, layer 4 and head 2; returns the count."""
+    type_prompt(page, PROMPT)
+    page.click("#step")
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('1 generated')")
+    n = len(tokens(page))
+    for i in (1, 2):
+        page.click("#step")
+        wait_token_count(page, n + i)
+    idle(page)
+    page.locator("#candidates [data-testid=cell-2-1]").click()  # replaces the last token: a branch
+    page.wait_for_function("() => document.querySelector('#token-strip').innerText.length > 0")
+    idle(page)
+    page.click("#step")
+    wait_token_count(page, n + 3)
+    layer_box = page.locator("#layer input[type=number]")
+    layer_box.fill("4")
+    layer_box.press("Enter")
+    page.locator("#layer input[type=range]").dispatch_event("pointerup")
+    wait_plot_title(page, "self-attention", "layer 4")
+    page.click("#head input")
+    page.click("[role=option][aria-label='head 2']")
+    wait_plot_title(page, "self-attention", "head 2")
+    idle(page)
+    return n + 3
+
+
+def forced_marks(page) -> list[bool]:
+    colours = page.eval_on_selector_all("#token-strip .token", "els => els.map(e => e.style.backgroundColor)")
+    return [FORCED_COLOUR in c for c in colours]
+
+
+def same_session(page, expected_tokens, expected_forced) -> None:
+    page.wait_for_function("n => document.querySelectorAll('#token-strip .token').length === n",
+                           arg=len(expected_tokens))  # fmt: skip
+    wait_plot_title(page, "self-attention", "layer 4, head 2")
+    idle(page)
+    assert tokens(page) == expected_tokens
+    assert forced_marks(page) == expected_forced and sum(expected_forced) == 1
+    assert page.locator("#prompt textarea").input_value() == PROMPT
+    assert page.locator("#layer input[type=number]").input_value() == "4"
+    assert page.locator("#head input").input_value() == "head 2"
+    assert "4 generated" in status(page)
+
+
+def test_a_reload_brings_the_same_session_back(page):
+    make_a_session(page)
+    before, forced = tokens(page), forced_marks(page)
+    page.reload()
+    wait_ready(page)
+    same_session(page, before, forced)
+    page.click("#step")  # and it is live: it steps on
+    wait_token_count(page, len(before) + 1)
+    shot(page, "reload-restored")
+
+
+def test_a_server_restart_between_two_page_loads_loses_nothing(browser):
+    port = free_port()
+    log = ARTIFACTS / "app-restart.log"
+    log.unlink(missing_ok=True)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(120_000)
+    with running_app(log, port=port) as (url, _):
+        page.goto(url)
+        wait_ready(page)
+        make_a_session(page)
+        before, forced = tokens(page), forced_marks(page)
+    page.goto("about:blank")
+    with running_app(log, port=port) as (url, _):  # the Space woke up: a new process, the same address
+        page.goto(url)
+        wait_ready(page)
+        same_session(page, before, forced)
+    context.close()
+
+
+def test_foreign_storage_gives_a_new_session(page):
+    """What the browser holds under the explorer's key is not what the explorer wrote (another
+    app, an old version, an edit by hand): a new session on the default model, and no error."""
+    page.click("#step")
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('1 generated')")
+    page.evaluate("() => localStorage.setItem('decoder-explorer-session', 'not what the explorer wrote')")
+    page.reload()
+    wait_ready(page)
+    idle(page)
+    assert "0 generated" in status(page)
