@@ -336,7 +336,7 @@ def build_demo() -> gr.Blocks:
                 kept: kept_value(st),
             }
             if with_figures:
-                out.update({candidates: views.candidate_rows(session), **tab_views(st)})
+                out.update({candidates: views.candidate_rows(session), **tab_figures(st)})  # kept is already in out
             if full:
                 out.update(session_views(st))
             return out
