@@ -5,15 +5,18 @@ measured in one run so that the ratios are fair on a shared, noisy machine.
 
     python bench/bench_model.py [--new-tokens 64] [--repeats 1]
 
-Prints a table; not a test. Targets: ours with the cache on and attention available (the
+Prints tables; not a test. Targets: ours with the cache on and attention available (the
 queries and keys every view computes attention from) costs at most 0.8x transformers' cached
 generate (which records nothing); a 650-token prefill with attention available; the memory a
-1,024-position session holds beyond the loaded model (target <= 0.5 GB).
+1,024-position session holds beyond the loaded model (target <= 0.5 GB). Also prints the floor
+(the weight bytes a cached step reads over the streaming bandwidth measured in the same run)
+and, per weight shape, one GEMV with each layout (see explorer/model/layout.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import resource
 import shutil
@@ -69,10 +72,11 @@ def long_session(loaded, prompt_tokens: int = 650, positions: int = 1024) -> dic
     words = " ".join(f"word{i % 97} is number {i}." for i in range(prompt_tokens))
     ids = loaded.tokenizer(words)["input_ids"][:prompt_tokens]
     text = loaded.tokenizer.decode(ids)
-    before = resident_mb()
     start = time.perf_counter()
-    session = explorer.GenerationSession(loaded, text)
+    explorer.GenerationSession(loaded, text)
     prefill_s = time.perf_counter() - start
+    gc.collect()
+    before = resident_mb()  # the long session's own memory: the prefill's session is gone
     long_ids = loaded.tokenizer(words * 2)["input_ids"][: positions - 8]
     session = explorer.GenerationSession(loaded, loaded.tokenizer.decode(long_ids))
     while len(session.token_ids) < positions:
@@ -86,6 +90,60 @@ def long_session(loaded, prompt_tokens: int = 650, positions: int = 1024) -> dic
     return {"prefill_s": prefill_s, "view_ms": view_ms, "positions": len(session.token_ids),
             "cache_mb": session.cache_bytes / 2**20, "attention_inputs_mb": kept / 2**20,
             "resident_growth_mb": resident_mb() - before}  # fmt: skip
+
+
+def weight_bytes_per_step(model) -> int:
+    """Bytes of weights one cached decoder step reads: every linear layer and norm, once each
+    (a tied token table counts once, as the output head). Token and position tables that are
+    only looked up read a row per token, and the encoder does not run on a step: left out."""
+    read: dict[int, torch.Tensor] = {}
+    for name, module in model.named_modules():
+        if name.startswith("encoder"):
+            continue
+        if isinstance(module, torch.nn.Embedding):
+            continue
+        for parameter in module.parameters(recurse=False):
+            read[id(parameter)] = parameter
+    return sum(p.nbytes for p in read.values())
+
+
+def streaming_gb_per_s(mb: int = 1024) -> float:
+    """Read bandwidth: summing a buffer far larger than every cache (best of five)."""
+    buffer = torch.ones(mb * 2**20 // 4)
+    buffer.sum()
+    best = min(timed(buffer.sum) for _ in range(5))
+    return buffer.nbytes / best / 1e9
+
+
+def timed(run) -> float:
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
+
+
+def layout_rows(model) -> list[tuple[str, int, float, float]]:
+    """Per weight shape: how many, and one cached step's GEMV (us) with the weight stored
+    (out, in) as nn.Linear does and stored (in, out); every matrix of the shape in turn, so
+    that each is read from memory, not from a cache. Shows where explorer.model.layout's rule holds."""
+    import torch.nn.functional as F
+
+    by_shape: dict[tuple[int, int], list[torch.Tensor]] = {}
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            by_shape.setdefault(tuple(module.weight.shape), []).append(module.weight.detach())
+    rows = []
+    for (n_out, n_in), weights in sorted(by_shape.items(), key=lambda item: -item[0][0] * item[0][1]):
+        x = torch.randn(1, 1, n_in)
+        stored = {
+            "(out, in)": [w.contiguous() for w in weights],
+            "(in, out)": [w.t().contiguous().t() for w in weights],
+        }
+        us = {}
+        for layout, matrices in stored.items():
+            best = min(timed(lambda m=matrices, x=x: [F.linear(x, w) for w in m]) for _ in range(5))
+            us[layout] = best / len(matrices) * 1e6
+        rows.append((f"{n_out} x {n_in}", len(weights), us["(out, in)"], us["(in, out)"]))
+    return rows
 
 
 def time_transformers(model, ids, new_tokens, use_cache) -> float:
@@ -148,6 +206,22 @@ def main() -> None:
     print(f"{'run':40s} {'ms/token':>9s} {'x HF cached':>12s}")
     for name, ms in medians.items():
         print(f"{name:40s} {ms:9.1f} {ms / base:12.2f}")
+    bandwidth = streaming_gb_per_s()
+    step_bytes = weight_bytes_per_step(loaded.model)
+    floor_ms = step_bytes / (bandwidth * 1e9) * 1000
+    ours = medians["ours, cache on, attention available"]
+    print(
+        f"\nfloor: a cached step reads {step_bytes / 2**20:.0f} MB of weights; at the streaming bandwidth measured "
+        f"now ({bandwidth:.1f} GB/s, a sum over 1 GB) that takes {floor_ms:.1f} ms; "
+        f"ours is {ours / floor_ms:.1f}x the floor"
+    )
+    print(f"\n{'weight shape (out x in)':24s} {'count':>5s} {'us, (out, in)':>14s} {'us, (in, out)':>14s}  stored as")
+    from explorer.model.layout import prefers_column_major
+
+    for shape, count, row_major, column_major in layout_rows(loaded.model):
+        n_out, n_in = (int(v) for v in shape.split(" x "))
+        chosen = "(in, out)" if prefers_column_major(torch.empty(n_out, n_in, device="meta")) else "(out, in)"
+        print(f"{shape:24s} {count:5d} {row_major:14.0f} {column_major:14.0f}  {chosen}")
     long = long_session(loaded)
     print(f"\n650-token prompt, prefill with attention available: {long['prefill_s']:.2f} s")
     print(

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from explorer.model import LanguageModel, ModelConfig, build_model
+from explorer.model.layout import store_for_steps
 
 from .checkpoints import load_gguf_with_cache, load_tokenizer, read_hf_folder
 from .errors import ModelLoadError, ModelUnavailableError, UnknownModelError
@@ -269,4 +270,5 @@ def model_from_state(
 ) -> LanguageModel:
     model = build_model(config)
     model.load_weights(state)
-    return model.requires_grad_(False).to(device or default_device())
+    model = model.requires_grad_(False).to(device or default_device())
+    return store_for_steps(model)  # same names and values; wide weights stored for fast steps
