@@ -391,18 +391,53 @@ class GenerationSession:
 
     def force(self, token_id: int) -> StepResult:
         """Append ``token_id`` instead of the model's choice (a branch); Undo goes back."""
+        self._check_token(token_id)  # first: a token that cannot exist is refused in any state
         self._check_can_step()
-        if not 0 <= int(token_id) < self.config.vocab_size:
-            raise InputError(f"token id {token_id} is outside the vocabulary (0 to {self.config.vocab_size - 1})")
         return self._append(int(token_id), forced=True)
 
     def append_recorded(self, token_id: int, forced: bool) -> StepResult:
         """Append a token that an earlier run chose (a saved session or a shared link being
         restored), keeping whether the user had forced it."""
+        self._check_token(token_id)
         self._check_can_step()
+        return self._append(int(token_id), forced=forced)
+
+    def _check_token(self, token_id: int) -> None:
         if not 0 <= int(token_id) < self.config.vocab_size:
             raise InputError(f"token id {token_id} is outside the vocabulary (0 to {self.config.vocab_size - 1})")
-        return self._append(int(token_id), forced=forced)
+
+    def replay(self, token_ids: list[int], forced: set[int] | frozenset[int] = frozenset()) -> None:
+        """Append generated tokens an earlier run chose, each run through the model; the
+        tokens at the indices in ``forced`` are marked as the user's own choice. Refuses,
+        before running anything, a list that could not have come from this model."""
+        room = self.max_positions - len(self.token_ids)
+        if len(token_ids) > room:
+            raise InputError(
+                f"It holds {len(token_ids):,} generated tokens; this explorer holds at most "
+                f"{self.max_positions:,} positions in all."
+            )
+        vocab = self.config.vocab_size
+        for i, token in enumerate(token_ids):
+            if not 0 <= token < vocab:
+                raise InputError(
+                    f"Its generated token {i} is id {token}, outside this model's vocabulary (0 to {vocab - 1}): "
+                    "it was altered, or made for another model."
+                )
+        for i, token in enumerate(token_ids):
+            if self.finished:
+                raise InputError(f"Its tokens go on after the model's end token (generated token {i}): it was altered.")
+            self.append_recorded(token, forced=i in forced)
+
+    def replace_last(self, token_id: int) -> StepResult:
+        """Put ``token_id`` in place of the last generated token (undo, then force it)."""
+        if len(self.token_ids) <= self.prompt_length:
+            raise InputError("There is no generated token to replace: Step first.")
+        self.undo()
+        return self.force(token_id)
+
+    def set_sampling(self, temperature: float, top_k: int, top_p: float, seed: int) -> None:
+        """How the next tokens are chosen; the tokens so far stay (they were chosen already)."""
+        self.sampling = SamplingSettings(float(temperature), int(top_k), float(top_p), int(seed))
 
     def _append(self, token: int, forced: bool) -> StepResult:
         top = self.top_candidates()
@@ -519,7 +554,7 @@ class GenerationSession:
         for use_cache in (True, False):
             replay = GenerationSession(
                 self.loaded, self.text, use_cache=use_cache, chat=self.chat,
-                record_attention="attention" in self.record, max_positions=self.max_positions,
+                record_attention="qk" in self.record, max_positions=self.max_positions,
                 temperature=self.sampling.temperature, top_k=self.sampling.top_k,
                 top_p=self.sampling.top_p, seed=self.sampling.seed,
             )  # fmt: skip

@@ -141,3 +141,46 @@ def test_query_attention_is_one_row_of_every_layer(gpt2):
         for layer in range(gpt2.config.n_layers):
             # one row computed alone, against the whole matrix: the same numbers up to float rounding
             assert np.allclose(rows[layer], session.self_attention(layer)[:, position, : position + 1], atol=1e-6)
+
+
+def test_replace_last_is_undo_then_force(gpt2):
+    session = explorer.GenerationSession(gpt2, "The quick brown fox")
+    session.step()
+    other = session.steps[-1].top_k[3].token_id
+    session.replace_last(other)
+    twin = explorer.GenerationSession(gpt2, "The quick brown fox")
+    twin.force(other)
+    assert session.token_ids == twin.token_ids and session.steps[-1].forced
+    assert (session.next_logits() - twin.next_logits()).abs().max() <= 1e-5
+    empty = explorer.GenerationSession(gpt2, "The quick brown fox")
+    with pytest.raises(explorer.InputError, match="no generated token to replace"):
+        empty.replace_last(other)
+
+
+def test_set_sampling_changes_only_what_comes_next(gpt2):
+    session = explorer.GenerationSession(gpt2, "The quick brown fox")
+    greedy = session.step().token_id
+    session.set_sampling(1.5, 50, 0.9, 7)
+    assert session.token_ids[-1] == greedy
+    assert (session.sampling.temperature, session.sampling.top_k, session.sampling.top_p) == (1.5, 50, 0.9)
+    sampled = [session.step().token_id for _ in range(4)]
+    twin = explorer.GenerationSession(gpt2, "The quick brown fox", temperature=1.5, top_k=50, top_p=0.9, seed=7)
+    twin.force(greedy)
+    assert [twin.step().token_id for _ in range(4)] == sampled  # the seed fixes the draws by position
+
+
+def test_replay_marks_forced_tokens_and_refuses_before_running(gpt2):
+    original = explorer.GenerationSession(gpt2, "The quick brown fox")
+    original.step()
+    original.force(original.top_candidates()[1].token_id)
+    original.step()
+    replayed = explorer.GenerationSession(gpt2, "The quick brown fox")
+    replayed.replay(original.generated_ids, forced={1})
+    assert replayed.token_ids == original.token_ids
+    assert [s.forced for s in replayed.steps] == [False, True, False]
+    fresh = explorer.GenerationSession(gpt2, "The quick brown fox")
+    with pytest.raises(explorer.InputError, match="token 1 is id 99999"):
+        fresh.replay([5, 99999])
+    assert fresh.generated_ids == []  # nothing ran: the bad id was found first
+    with pytest.raises(explorer.InputError, match="at most 128 positions"):
+        fresh.replay([5] * 200)

@@ -67,23 +67,7 @@ def restore(loaded: LoadedModel, snapshot: Snapshot) -> GenerationSession:
         loaded, snapshot.text, use_cache=snapshot.use_cache, chat=snapshot.chat and loaded.has_chat_template,
         temperature=snapshot.temperature, top_k=snapshot.top_k, top_p=snapshot.top_p, seed=snapshot.seed,
     )  # fmt: skip
-    forced = set(snapshot.forced)
-    vocab = session.config.vocab_size
-    for i, token in enumerate(snapshot.generated):
-        # Checked here, not left to the session, whose messages give advice for a live session.
-        if len(session.token_ids) >= session.max_positions:
-            raise InputError(
-                f"It holds {len(snapshot.generated):,} generated tokens; this explorer holds at most "
-                f"{session.max_positions:,} positions in all."
-            )
-        if session.finished:
-            raise InputError(f"Its tokens go on after the model's end token (generated token {i}): it was altered.")
-        if not 0 <= token < vocab:
-            raise InputError(
-                f"Its generated token {i} is id {token}, outside {snapshot.model}'s vocabulary (0 to {vocab - 1}): "
-                "it was altered, or made for another model."
-            )
-        session.append_recorded(token, forced=i in forced)
+    session.replay(list(snapshot.generated), forced=set(snapshot.forced))
     return session
 
 
