@@ -19,6 +19,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -82,11 +83,28 @@ def first_step_seconds(page, prompt: str) -> float:
     return time.perf_counter() - start
 
 
-def measure_steps(page, steps: int) -> dict[str, list[float]]:
-    latencies, model_ms, to_react, react_ms = [], [], [], []
+class ServerLog:
+    """The app's log (run with $DECODER_EXPLORER_PROFILE): how long each callback took."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset = path, 0
+
+    def callback_ms(self, name: str) -> float:
+        """The last ``name`` callback logged since the previous call."""
+        with open(self.path) as f:
+            f.seek(self.offset)
+            text = f.read()
+            self.offset = f.tell()
+        found = re.findall(rf"profile {name} ([\d.]+) ms", text)
+        return float(found[-1]) if found else float("nan")
+
+
+def measure_steps(page, steps: int, server_log: ServerLog) -> dict[str, list[float]]:
+    latencies, model_ms, to_react, react_ms, callback_ms = [], [], [], [], []
     first_change: dict[str, list[float]] = {}
     for _ in range(steps):
         rows = token_count(page)
+        server_log.callback_ms("on_step")  # skip what came before this click
         start = time.perf_counter()
         page.click("#step")
         page.wait_for_function(NEWEST_ROW_DRAWN, arg=rows + 1, polling="raf")
@@ -100,10 +118,17 @@ def measure_steps(page, steps: int) -> dict[str, list[float]]:
         found = re.search(r"last step (\d+) ms", page.inner_text("#status"))
         model_ms.append(float(found.group(1)) if found else float("nan"))
         page.wait_for_function("() => !document.querySelector('.generating, .pending')")
+        callback_ms.append(server_log.callback_ms("on_step"))
     ui_share = [total - model for total, model in zip(latencies, model_ms, strict=True)]
+    views_ms = [callback - model for callback, model in zip(callback_ms, model_ms, strict=True)]
+    transport = [react - callback for react, callback in zip(to_react, callback_ms, strict=True)]
     return {
         "click to updated heatmap (browser)": latencies,
-        "  click to Plotly.react (server, transport)": to_react,
+        "  click to Plotly.react": to_react,
+        "    server: the step callback": callback_ms,
+        "      of which the model step": model_ms,
+        "      of which building the views": views_ms,
+        "    Gradio (queue, pre/postprocess) and transport": transport,
         "  Plotly.react of the heatmap": react_ms,
         "model step (server, cache on)": model_ms,
         "the UI's share (click to heatmap - model step)": ui_share,
@@ -126,9 +151,13 @@ def main() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False")
-    server = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)  # fmt: skip
+    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False",
+               DECODER_EXPLORER_PROFILE="1")  # fmt: skip
+    log_path = Path(tempfile.mkdtemp(prefix="bench-ui-")) / "server.log"
+    with open(log_path, "w") as log_file:
+        server = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log_file,
+                                  stderr=subprocess.STDOUT)  # fmt: skip
+    server_log = ServerLog(log_path)
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(360):
@@ -151,7 +180,7 @@ def main() -> None:
             for label, prompt in (("~60", PROMPT), ("~650", LONG_PROMPT)):
                 prefill_s = first_step_seconds(page, prompt)
                 n = token_count(page)
-                rows = measure_steps(page, args.steps)
+                rows = measure_steps(page, args.steps, server_log)
                 tables[label] = (n, prefill_s, rows)
             browser.close()
     finally:

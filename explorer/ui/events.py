@@ -1,0 +1,230 @@
+"""What each click, choice and key does, once a session is on screen.
+
+Every callback takes the tab's ``ExplorerState`` (and the values it reads from the page) and
+returns updates keyed by ``Page`` names (see ``explorer.ui.render``), or ``gr.skip()`` to change
+nothing. ``explorer.ui.app`` wires them to the components. Starting, restoring and switching
+sessions is in ``explorer.ui.lifecycle``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import gradio as gr
+
+from explorer.analysis import proof
+from explorer.errors import InputError
+from explorer.ui import insights, views
+from explorer.ui.render import Updates, kept_value, plot, render, tab_views
+from explorer.ui.tab import NO_MODEL, USER_ERRORS, current, new_session, require, tab_event
+from explorer.ui.views import ExplorerState
+from explorer.viz import head_at, role_at
+
+# Generate streams faster than a browser draws: a step takes ~0.1 s here, redrawing the figures
+# ~0.25 s. Were every step's figures sent, the page would fall ever further behind (30 s after
+# 250 steps) and a click on Stop would wait behind that backlog. So the token strip and status
+# follow every step, and the figures and candidates at most this often, and after the last step.
+FIGURES_EVERY_S = 0.5
+
+
+# ---------------------------------------------------------------- stepping
+@tab_event
+def on_step(st, *settings) -> Updates:
+    st, fresh = current(st, *settings)
+    st.session.step()
+    st.query, st.stopped_at = None, None
+    return render(st, full=fresh)
+
+
+def on_generate(st, limit, *settings):
+    """Step up to ``limit`` times, sending every step's text views and the figures now and then.
+
+    Takes the tab's lock step by step (not for the whole run), so that Stop, a token click or
+    a layer change run between two steps."""
+    figures_sent_at = float("-inf")
+    figures_behind = False  # the screen's figures show an earlier step than the session
+    try:
+        with st.lock if st is not None else contextlib.nullcontext():
+            st, fresh = current(st, *settings)
+        st.stop_requested, st.generating, st.stopped_at = False, True, None
+        running = st.session  # a model switch, Reset or opened file replaces it: then stop
+        for i in range(int(limit)):
+            with st.lock:  # one step at a time, between other events of this tab
+                if st.session is not running or running.finished or st.stop_requested:
+                    break
+                st.session.step()
+                st.query = None
+                due = time.perf_counter() - figures_sent_at >= FIGURES_EVERY_S or st.session.finished
+                views_now = render(st, full=fresh and i == 0, with_figures=due)
+            if due:
+                figures_sent_at = time.perf_counter()
+            figures_behind = not due
+            yield views_now
+    except USER_ERRORS as error:  # e.g. an empty prompt, or a context window filled during the run
+        gr.Warning(str(error))
+        if not figures_behind:
+            yield gr.skip()  # a generator must yield something; the page stays as it was
+    finally:  # also when Gradio cancels the run (Stop, a model switch)
+        if st is not None:
+            st.generating = False
+    if figures_behind and st.session is not None:  # catch the figures up with the last step
+        with st.lock:
+            views_now = render(st)
+        yield views_now
+
+
+def on_stop(st):
+    """End a running Generate after its current step, and draw that step in full.
+
+    Outside the queue, so that it is not queued behind the Generate it ends. Gradio's cancel
+    (wired in app) may end the Generate before it sends its last step's figures (it sends them
+    at most every FIGURES_EVERY_S), so Stop sends them itself. The flag is on the tab's one
+    state object, which the running Generate holds too (a tab with no state yet has no
+    Generate to stop)."""
+    if st is None:
+        return gr.skip()
+    st.stop_requested = True
+    with st.lock:  # after the step that is running
+        if st.session is None:
+            return gr.skip()
+        if st.generating:  # the status line says that Stop ended it, and where
+            st.stopped_at = len(st.session.token_ids)
+        return render(st)
+
+
+@tab_event
+def on_undo(st) -> Updates:
+    st = require(st)
+    st.session.undo()
+    st.query, st.stopped_at = None, None
+    return render(st)
+
+
+@tab_event
+def on_reset(st, *settings) -> Updates:
+    if st is None:
+        raise InputError(NO_MODEL)
+    st = new_session(st, *settings)
+    return render(st, full=True)
+
+
+@tab_event
+def on_candidate(st, event: gr.SelectData):
+    """A click on a candidate: that token is appended (or replaces the one just chosen from
+    the same distribution)."""
+    st = require(st)
+    top, _, replaces_last = views.candidates(st.session)
+    row = event.index[0] if isinstance(event.index, list | tuple) else event.index
+    if row >= len(top):
+        return gr.skip()
+    if replaces_last:
+        st.session.replace_last(top[row].token_id)
+    else:
+        st.session.force(top[row].token_id)
+    st.query, st.stopped_at = None, None
+    return render(st)
+
+
+# ---------------------------------------------------------------- choosing what to see
+@tab_event
+def on_token_click(st, event: gr.SelectData) -> Updates:
+    st = require(st)
+    st.query = views.checked_query(st.session, event.index)
+    return {"strip": views.token_strip(st), **tab_views(st)}
+
+
+@tab_event
+def on_layer_or_head(st, layer_value, head_value) -> Updates:
+    st = require(st)
+    st.layer, st.head = views.checked_view(st.session, layer_value, head_value)
+    return tab_views(st)
+
+
+@tab_event
+def on_head_thumbnail(st, event: gr.SelectData):
+    st = require(st)
+    picked = head_at(*event.index[:2], st.session.config.n_heads)
+    if picked is None:
+        return gr.skip()  # a click between two heads
+    st.layer, st.head = views.checked_view(st.session, st.layer, str(picked))
+    figure = plot(views.self_attention_figure(st), st.image_format, "self-attention")
+    return {"head": gr.Dropdown(value=st.head), "self_plot": figure, "kept": kept_value(st)}
+
+
+@tab_event
+def on_role_click(st, event: gr.SelectData):
+    st = require(st)
+    picked = role_at(*event.index[:2], st.session.config.n_layers, st.session.config.n_heads)
+    if picked is None:
+        return gr.skip()  # a click on a label or between squares
+    st.layer, st.head = views.checked_view(st.session, picked[0], str(picked[1]))
+    return {"layer": gr.Slider(value=st.layer), "head": gr.Dropdown(value=st.head), **tab_views(st)}
+
+
+@tab_event
+def on_image_format(st, value):
+    if st is None or st.session is None or value not in ("png", "svg"):
+        return gr.skip()
+    st.image_format = value
+    return tab_views(st)
+
+
+def opener(name: str):
+    """The callback that opens tab ``name``: its figures are built now."""
+
+    @tab_event
+    def on_tab(st: ExplorerState | None):
+        if st is None or st.session is None:
+            return gr.skip()  # the page is still loading its first model
+        st.tab = name
+        return tab_views(st)
+
+    return on_tab
+
+
+# ---------------------------------------------------------------- experiments
+@tab_event
+def on_parallel_check(st, progress=gr.Progress()) -> Updates:
+    st = require(st)
+    progress(0, desc="One parallel pass, and the sequence again one token at a time")
+    st.keep("parallel", proof.parallel_check(st.session, progress))
+    return {"parallel_info": insights.parallel_summary(st)}
+
+
+@tab_event
+def on_sandbox(st) -> Updates:
+    st = require(st)
+    st.keep("sandbox", proof.unmasked_pass(st.session, st.layer))
+    return {
+        "sandbox_info": insights.sandbox_summary(st),
+        "sandbox_plot": plot(insights.sandbox_figure(st), st.image_format, "sandbox"),
+    }
+
+
+@tab_event
+def on_compare(st, progress=gr.Progress()) -> Updates:
+    st = require(st)
+    progress(0, desc="Rerunning with the cache on and off")
+    st.comparison = st.session.compare_cache_modes()
+    return {
+        "timing_plot": plot(views.timing_figure(st), st.image_format, "timing"),
+        "cache_info": views.cache_summary(st),
+    }
+
+
+# ---------------------------------------------------------------- settings of the live session
+@tab_event
+def on_cache_toggle(st, value):
+    if st is None or st.session is None:
+        return gr.skip()  # the next session reads the checkbox
+    st.session.set_use_cache(bool(value))
+    return {"cache_info": views.cache_summary(st), "status": views.status_line(st), "kept": kept_value(st)}
+
+
+@tab_event
+def on_sampling(st, temp, k, p, seed_value):
+    if st is None or st.session is None:
+        return gr.skip()  # the next session reads these settings
+    st.session.set_sampling(temp, k, p, int(seed_value or 0))
+    return {"kept": kept_value(st)}

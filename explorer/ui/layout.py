@@ -1,0 +1,372 @@
+"""The page: every component, where it sits, and nothing that happens when it is used.
+
+``build_page`` is called inside a ``gr.Blocks`` and returns a ``Page``, a dataclass holding each
+component under a name. Callbacks (``explorer.ui.events``, ``explorer.ui.lifecycle``) return
+their updates keyed by these names; ``explorer.ui.app`` wires the names to the components.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import gradio as gr
+
+from explorer.ui import model_store, texts, views
+from explorer.ui.views import MEAN
+
+BROWSER_KEY = "decoder-explorer-session"
+
+DECODER_EXAMPLES = [
+    "The capital of France is",
+    "Once upon a time, in a small village,",
+    "def fibonacci(n):",
+    "The cat sat on the mat. The dog sat on the",
+    "What is the boiling point of water?",
+]
+TRANSLATOR_EXAMPLES = [
+    "Wednesday, March 3, 2021",
+    "twenty-one",  # German says the units first: see cross-attention, layer 2
+    "three hundred and forty-two",
+    "at 3:45pm",
+    "$12.50",
+    "1,234,567",
+    "342 kilometers",
+]
+
+CSS = """
+#token-strip .textfield { line-height: 2.1; max-height: 10.5em; overflow-y: auto; }  /* 5 lines, then it scrolls */
+#candidates table { font-family: ui-monospace, monospace; }
+.explain { font-size: 0.92em; color: var(--body-text-color-subdued); }
+@media (max-width: 640px) {
+  .gradio-container { padding: 4px !important; }
+  /* Gradio hides a slider's end labels on a phone: the Layer slider keeps its maximum in sight. */
+  #layer .min_value, #layer .max_value { display: inline !important; }
+  /* The probability bars fit their column (20 block characters, drawn narrower). */
+  #candidates td:last-child { font-size: 0.6em; letter-spacing: -0.05em; white-space: nowrap; }
+  #candidates th { font-size: 0.85em; }
+}
+"""
+
+# The token strip scrolls inside its box (CSS above) and follows the newest token: when tokens
+# are added, its box scrolls to the end (a click on a token, which adds none, leaves it alone).
+FOLLOW_NEWEST_TOKEN = """
+() => {
+  const follow = () => {
+    const strip = document.querySelector('#token-strip');
+    if (!strip) return setTimeout(follow, 200);
+    let count = 0;
+    new MutationObserver(() => {
+      const box = strip.querySelector('.textfield');
+      const n = strip.querySelectorAll('.token').length;
+      if (box && n > count) box.scrollTop = box.scrollHeight;
+      count = n;
+    }).observe(strip, {childList: true, subtree: true});
+  };
+  follow();
+}
+"""
+
+
+@dataclass
+class Page:
+    """Every component of the page that a callback reads or changes, by name."""
+
+    state: gr.State
+    kept: gr.BrowserState
+    # the model and the text
+    model: gr.Dropdown
+    custom_model: gr.Textbox
+    model_info: gr.Markdown
+    text: gr.Textbox
+    decoder_examples: gr.Column
+    translator_examples: gr.Column
+    chat: gr.Checkbox
+    # generation
+    step_button: gr.Button
+    generate_button: gr.Button
+    stop_button: gr.Button
+    undo_button: gr.Button
+    reset_button: gr.Button
+    max_new: gr.Slider
+    use_cache: gr.Checkbox
+    temperature: gr.Slider
+    top_k: gr.Slider
+    top_p: gr.Slider
+    seed: gr.Number
+    # save and share
+    image_format: gr.Radio
+    save_button: gr.Button
+    saved_file: gr.File
+    open_file: gr.File
+    link_button: gr.Button
+    link_box: gr.Textbox
+    # the session
+    status: gr.Markdown
+    source: gr.HighlightedText
+    source_note: gr.Markdown
+    strip: gr.HighlightedText
+    candidates: gr.Dataframe
+    layer: gr.Slider
+    head: gr.Dropdown
+    # the tabs and their figures
+    tabs: gr.Tabs
+    self_tab: gr.Tab
+    self_plot: gr.Plot
+    heads: gr.Image
+    cross_tab: gr.Tab
+    cross_plot: gr.Plot
+    encoder_plot: gr.Plot
+    layers_tab: gr.Tab
+    layers_plot: gr.Plot
+    cache_tab: gr.Tab
+    timing_plot: gr.Plot
+    compare_button: gr.Button
+    cache_info: gr.Markdown
+    lens_tab: gr.Tab
+    lens_plot: gr.Plot
+    roles_tab: gr.Tab
+    roles_image: gr.Image
+    roles_info: gr.Markdown
+    role_head_plot: gr.Plot
+    proof_tab: gr.Tab
+    parallel_button: gr.Button
+    sandbox_button: gr.Button
+    parallel_info: gr.Markdown
+    sandbox_info: gr.Markdown
+    sandbox_plot: gr.Plot
+    architecture_tab: gr.Tab
+    architecture_info: gr.Markdown
+    cost_info: gr.Markdown
+
+    def pick(self, *names: str) -> list:
+        """The components with these names, in order (an event's inputs or outputs)."""
+        return [getattr(self, name) for name in names]
+
+    def name_of(self) -> dict:
+        """Component -> its name here."""
+        return {getattr(self, f.name): f.name for f in dataclasses.fields(self)}
+
+
+# The settings a new session is made from, in the order the session callbacks take them.
+SETTINGS = ("text", "chat", "use_cache", "temperature", "top_k", "top_p", "seed")
+SESSION_BUTTONS = ("step_button", "generate_button", "undo_button", "reset_button")
+# The tabs, by the name ExplorerState.tab gives them.
+TABS = {
+    "self": "self_tab", "cross": "cross_tab", "layers": "layers_tab", "cache": "cache_tab", "lens": "lens_tab",
+    "roles": "roles_tab", "proof": "proof_tab", "architecture": "architecture_tab",
+}  # fmt: skip
+
+
+def example_picker(examples: list[str], label: str, text: gr.Textbox) -> None:
+    """Clickable examples that set only the text box's value.
+
+    (gr.Examples also sends the box's first settings back with the value, which turned the
+    translator's "Source sentence" label back into "Prompt".)
+    """
+    picker = gr.Dataset(components=["textbox"], samples=[[example] for example in examples], label=label)
+    picker.click(lambda sample: sample[0], inputs=picker, outputs=text, queue=False, show_progress="hidden")
+
+
+def build_page(browser_secret: str) -> Page:
+    """Lay out the page (inside a gr.Blocks); returns its components."""
+    made: dict = {
+        "state": gr.State(None),
+        # This tab's session as the browser keeps it (localStorage), so that a reload or a server
+        # restart (a Space sleeps and wakes) brings it back: the tokens are replayed through the model.
+        "kept": gr.BrowserState(None, storage_key=BROWSER_KEY, secret=browser_secret),
+    }
+    gr.Markdown(texts.INTRO)
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=2, min_width=300):
+            made |= controls()
+        with gr.Column(scale=3, min_width=300):
+            made |= session_panel()
+    made |= view_choice()
+    with gr.Tabs(elem_id="views") as tabs:
+        made["tabs"] = tabs
+        made |= attention_tabs()
+        made |= model_tabs()
+    return Page(**made)
+
+
+def controls() -> dict:
+    """The left column: the model, the text, the buttons, the settings, save and share."""
+    made = {
+        "model": gr.Dropdown(
+            choices=model_store.dropdown_choices(), value=model_store.default_model_name(), label="Model",
+            elem_id="model",
+        ),
+        "custom_model": gr.Textbox(
+            label="Another model (local folder or Hub id)", visible=model_store.custom_models_allowed(),
+            elem_id="custom-model", placeholder="owner/name or a folder the operator allows",
+        ),
+        "model_info": gr.Markdown(elem_classes="explain", elem_id="model-info"),
+        "text": gr.Textbox(label="Prompt", value=DECODER_EXAMPLES[0], lines=3, max_lines=12, elem_id="prompt"),
+    }  # fmt: skip
+    with gr.Column(visible=True) as made["decoder_examples"]:
+        example_picker(DECODER_EXAMPLES, "Examples", made["text"])
+    with gr.Column(visible=False) as made["translator_examples"]:
+        example_picker(TRANSLATOR_EXAMPLES, "Example sentences", made["text"])
+    made["chat"] = gr.Checkbox(label="Use the chat template", value=False, elem_id="chat")
+    made |= buttons()
+    made["max_new"] = gr.Slider(1, 256, value=40, step=1, label="Generate at most this many tokens", elem_id="max-new")
+    made["use_cache"] = gr.Checkbox(label="KV cache", value=True, elem_id="kv-cache")
+    with gr.Accordion("Sampling", open=False):
+        made["temperature"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
+        made["top_k"] = gr.Slider(0, 200, value=0, step=1, label="Top-k (0 = off)")
+        made["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
+        made["seed"] = gr.Number(value=0, precision=0, label="Seed")
+    with gr.Accordion("Save and share", open=False, elem_id="share"):
+        made |= save_and_share()
+    return made
+
+
+def buttons() -> dict:
+    # Step, Generate, Undo, Reset are off until the page's first model has loaded (a click then
+    # would find no session).
+    with gr.Row():
+        made = {
+            "step_button": gr.Button("Step", variant="primary", elem_id="step", min_width=70, interactive=False),
+            "generate_button": gr.Button("Generate", elem_id="generate", min_width=70, interactive=False),
+            "stop_button": gr.Button("Stop", variant="stop", elem_id="stop", min_width=70),
+        }
+    with gr.Row():
+        made["undo_button"] = gr.Button("Undo", elem_id="undo", min_width=70, interactive=False)
+        made["reset_button"] = gr.Button("Reset", elem_id="reset", min_width=70, interactive=False)
+    return made
+
+
+def save_and_share() -> dict:
+    gr.Markdown(texts.SAVE_AND_SHARE, elem_classes="explain")
+    return {
+        "image_format": gr.Radio(["png", "svg"], value="png", label="Figures download as", elem_id="image-format"),
+        "save_button": gr.Button("Save session", elem_id="save-session"),
+        "saved_file": gr.File(label="Saved session", interactive=False, elem_id="saved-file"),
+        "open_file": gr.File(
+            label="Open a saved session", file_types=[".npz"], type="filepath", elem_id="open-session"
+        ),
+        "link_button": gr.Button("Make a link to this step", elem_id="make-link"),
+        "link_box": gr.Textbox(label="Link", interactive=False, buttons=["copy"], elem_id="share-link"),
+    }
+
+
+def session_panel() -> dict:
+    """The right column: the status line, the tokens, the next-token candidates."""
+    made = {
+        "status": gr.Markdown(texts.LOADING, elem_id="status"),
+        "source": gr.HighlightedText(
+            label="Source sentence tokens", color_map={"source": "#fee6ce"}, show_legend=False,
+            show_inline_category=False, visible=False, elem_id="source-strip",
+        ),
+        "source_note": gr.Markdown(visible=False, elem_id="source-note"),
+        "strip": gr.HighlightedText(
+            label="Tokens (click one to inspect it as the query)", color_map=views.strip_colors(False),
+            show_legend=True, show_inline_category=False, elem_id="token-strip",
+        ),
+    }  # fmt: skip
+    gr.Markdown(texts.CANDIDATES, elem_classes="explain")
+    made["candidates"] = gr.Dataframe(
+        headers=["", "candidate", "probability", ""], datatype="str", interactive=False, elem_id="candidates",
+        label="Next-token candidates", max_height=420,
+        column_widths=["9%", "29%", "32%", "30%"],  # room for the longest bar (20 blocks)
+    )  # fmt: skip
+    return made
+
+
+def view_choice() -> dict:
+    # Side by side where there is room, one above the other on a phone (each needs ~260 px).
+    with gr.Row():
+        return {
+            "layer": gr.Slider(0, 1, value=0, step=1, label="Layer", elem_id="layer", min_width=260),
+            "head": gr.Dropdown(
+                choices=[("average of all heads", MEAN)], value=MEAN, label="Head", elem_id="head", min_width=260
+            ),
+        }
+
+
+def figure_beside_text(plot: gr.Plot, explanation: str, text_scale: int = 1) -> gr.Plot:
+    """A figure with its explanation to the right (below it on a phone)."""
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3, min_width=300):
+            plot.render()
+        with gr.Column(scale=text_scale, min_width=240):
+            gr.Markdown(explanation, elem_classes="explain")
+    return plot
+
+
+def attention_tabs() -> dict:
+    """Self-attention (with every head of the layer), cross-attention, every layer."""
+    made = {}
+    with gr.Tab("Self-attention", id="self", elem_id="tab-self") as made["self_tab"]:
+        made["self_plot"] = figure_beside_text(
+            gr.Plot(label="Self-attention heatmap", elem_id="self-attention", render=False), texts.SELF_ATTENTION
+        )
+        gr.Markdown(texts.ALL_HEADS, elem_classes="explain")
+        # No label badge: it would cover the first head's name (the text above says what this is).
+        made["heads"] = gr.Image(
+            label="All heads of this layer (click one to open it)", show_label=False, type="pil", format="png",
+            interactive=False, elem_id="all-heads", buttons=[],
+        )  # fmt: skip
+    with gr.Tab("Cross-attention", id="cross", visible=False, elem_id="tab-cross") as made["cross_tab"]:
+        made["cross_plot"] = figure_beside_text(
+            gr.Plot(label="Cross-attention heatmap", elem_id="cross-attention", render=False), texts.CROSS_ATTENTION
+        )
+        made["encoder_plot"] = figure_beside_text(
+            gr.Plot(label="Encoder self-attention", elem_id="encoder-attention", render=False),
+            texts.ENCODER_ATTENTION,
+        )
+    with gr.Tab("Every layer", id="layers", elem_id="tab-layers") as made["layers_tab"]:
+        gr.Markdown(texts.EVERY_LAYER, elem_classes="explain")
+        made["layers_plot"] = gr.Plot(label="The selected token in every layer", elem_id="every-layer")
+    return made
+
+
+def model_tabs() -> dict:
+    """The KV cache, the logit lens, head roles, the causal proof, the architecture."""
+    made = {}
+    with gr.Tab("KV cache", id="cache", elem_id="tab-cache") as made["cache_tab"], gr.Row(equal_height=False):
+        with gr.Column(scale=3, min_width=300):
+            made["timing_plot"] = gr.Plot(label="Milliseconds per step", elem_id="timing")
+            made["compare_button"] = gr.Button("Compare cache on and off", elem_id="compare")
+            made["cache_info"] = gr.Markdown(elem_id="cache-info")
+        with gr.Column(scale=2, min_width=240):
+            gr.Markdown(texts.KV_CACHE, elem_classes="explain")
+    with gr.Tab("Logit lens", id="lens", elem_id="tab-lens") as made["lens_tab"]:
+        made["lens_plot"] = figure_beside_text(
+            gr.Plot(label="Logit lens", elem_id="logit-lens", render=False), texts.LOGIT_LENS
+        )
+    with gr.Tab("Head roles", id="roles", elem_id="tab-roles") as made["roles_tab"]:
+        made |= head_roles()
+    with gr.Tab("Causal proof", id="proof", elem_id="tab-proof") as made["proof_tab"]:
+        gr.Markdown(texts.CAUSAL_PROOF, elem_classes="explain")
+        with gr.Row():
+            made["parallel_button"] = gr.Button("Run the parallel check", elem_id="parallel-check")
+            made["sandbox_button"] = gr.Button("Remove the mask for one pass (sandbox)", elem_id="sandbox")
+        made["parallel_info"] = gr.Markdown(elem_id="parallel-info")
+        made["sandbox_info"] = gr.Markdown(elem_id="sandbox-info")
+        made["sandbox_plot"] = gr.Plot(label="Attention without the mask", elem_id="sandbox-attention")
+    with gr.Tab("Architecture and cost", id="architecture", elem_id="tab-architecture") as made["architecture_tab"]:
+        with gr.Row(equal_height=False):
+            with gr.Column(min_width=300):
+                made["architecture_info"] = gr.Markdown(elem_id="architecture")
+            with gr.Column(min_width=300):
+                made["cost_info"] = gr.Markdown(elem_id="step-cost")
+        gr.Markdown(texts.ARCHITECTURE, elem_classes="explain")
+    return made
+
+
+def head_roles() -> dict:
+    made = {}
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=2, min_width=280):
+            # No label badge: it would cover the first layers and the head numbers.
+            made["roles_image"] = gr.Image(
+                label="Every head, by role (click one to open it)", show_label=False, type="pil", format="png",
+                interactive=False, elem_id="head-roles", buttons=[],
+            )  # fmt: skip
+        with gr.Column(scale=2, min_width=280):
+            gr.Markdown(texts.HEAD_ROLES, elem_classes="explain")
+            made["roles_info"] = gr.Markdown(elem_id="roles-info")
+    made["role_head_plot"] = gr.Plot(label="The selected head", elem_id="role-head")
+    return made

@@ -1,0 +1,147 @@
+"""Where a tab's session comes from: the page's first load (a link, the session the browser
+kept, or the default model), a model switch, an opened file; and saving and sharing it.
+
+Callbacks return updates keyed by ``Page`` names, like those in ``explorer.ui.events``.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import gradio as gr
+
+from explorer.analysis import snapshot
+from explorer.loading import ModelLoadError
+from explorer.ui import model_store
+from explorer.ui.layout import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
+from explorer.ui.render import Updates, buttons_on, current_snapshot, model_views, render, text_label
+from explorer.ui.tab import USER_ERRORS, new_session, require, saved_session_folder, tab_event, tab_state
+from explorer.ui.views import ExplorerState, checked_view
+
+
+@tab_event
+def on_load(request: gr.Request, model_name, *inputs, progress=gr.Progress(track_tqdm=True)) -> Updates:
+    """A link's session, else the one this browser kept (a reload), else the default model."""
+    *settings, kept_session = inputs  # the kept session comes last: API callers may leave it out
+    try:
+        linked = snapshot.from_query(request.query_params)
+        if linked is not None:
+            progress(0, desc=f"Opening the linked session on {linked.model}")
+            return apply_snapshot(request, None, linked)[0]
+    except USER_ERRORS as error:
+        gr.Warning(f"This link cannot be opened: {error} The default model is shown instead.")
+    if kept_session is not None:
+        try:
+            restored = snapshot.checked_snapshot(kept_session)
+            progress(0, desc=f"Bringing back your session on {restored.model}")
+            return apply_snapshot(request, None, restored)[0]
+        except USER_ERRORS as error:
+            gr.Warning(f"The session this browser kept cannot be restored: {error} A new one is shown.")
+    progress(0, desc=f"Loading {model_name}")
+    try:
+        loaded = model_store.get_model(model_name)
+    except ModelLoadError as error:  # the buttons come on: a Step then says to choose a model
+        gr.Warning(f"{error} Choose another model from the list.")
+        return buttons_on()
+    st = new_session(tab_state(request, None, model_name), *settings)
+    st.placed_text = settings[0]  # the example the page opened with
+    return {**model_views(loaded), **render(st, full=True)}
+
+
+@tab_event
+def on_model_change(request: gr.Request, model_name, st, *settings, progress=gr.Progress(track_tqdm=True)):
+    if st is not None and st.session is not None and st.model_name == model_name:
+        return gr.skip()  # this model's session is already on screen (a repeated event)
+    previous = st.model_name if st is not None else None
+    try:
+        progress(0, desc=f"Loading {model_name}")
+        loaded = model_store.get_model(model_name)
+    except ModelLoadError as error:
+        gr.Warning(f"{error} The previous model stays loaded.")
+        return {"model": gr.Dropdown(value=previous)} if previous else gr.skip()
+    st = tab_state(request, st, model_name)
+    text_value = text_for(loaded, st, settings[0])
+    st = new_session(st, text_value, *settings[1:], model_name=model_name)
+    st.tab = "cross" if loaded.is_encoder_decoder else ("self" if st.tab == "cross" else st.tab)
+    return {
+        **model_views(loaded), "text": gr.Textbox(value=text_value, label=text_label(loaded)),
+        "tabs": gr.Tabs(selected=st.tab), **render(st, full=True),
+    }  # fmt: skip
+
+
+def text_for(loaded, st: ExplorerState, text_value: str) -> str:
+    """The text for a newly chosen model: the user's own text stays; an example, or the text
+    the explorer put in the box, becomes the first example of the new model's kind."""
+    own = text_value not in (*DECODER_EXAMPLES, *TRANSLATOR_EXAMPLES, st.placed_text)
+    if own or st.session is None or st.session.is_encoder_decoder == loaded.is_encoder_decoder:
+        return text_value
+    st.placed_text = TRANSLATOR_EXAMPLES[0] if loaded.is_encoder_decoder else DECODER_EXAMPLES[0]
+    return st.placed_text
+
+
+@tab_event
+def on_custom_model(request: gr.Request, name, st, *settings):
+    resolved = model_store.resolve_custom(name)
+    return on_model_change.__wrapped__(request, resolved, st, *settings)
+
+
+def apply_snapshot(request: gr.Request, st, snap: snapshot.Snapshot, arrays=None) -> tuple[Updates, float]:
+    """Rebuild a session from a saved file, a link or the browser's copy, and everything on screen with it.
+
+    Everything is checked before the tab's state changes. With a file's ``arrays``, returns the
+    largest difference of the recomputed attention from the saved one."""
+    name = model_store.resolve_custom(snap.model)
+    loaded = model_store.get_model(name)
+    session = snapshot.restore(loaded, snap)
+    layer_index, head_choice = checked_view(session, snap.layer, snap.head)
+    difference = snapshot.attention_difference(session, arrays) if arrays is not None else 0.0
+    st = tab_state(request, st, name)
+    st.start(name, session)
+    st.layer, st.head = layer_index, head_choice
+    st.query = snap.query if snap.query is not None and 0 <= snap.query < len(session.token_ids) else None
+    st.tab = snap.tab if snap.tab != "cross" or session.is_encoder_decoder else "self"
+    out = {
+        **model_views(loaded), "text": gr.Textbox(value=snap.text, label=text_label(loaded)), "chat": snap.chat,
+        "use_cache": snap.use_cache, "temperature": snap.temperature, "top_k": snap.top_k, "top_p": snap.top_p,
+        "seed": snap.seed, "tabs": gr.Tabs(selected=st.tab), **render(st, full=True),
+    }  # fmt: skip
+    if name in model_store.REGISTRY:
+        out["model"] = gr.Dropdown(value=name)
+    return out, difference
+
+
+@tab_event
+def on_open_file(request: gr.Request, path, st, progress=gr.Progress(track_tqdm=True)):
+    """Restore a saved session; the upload box is emptied either way, ready for another file."""
+    if not path:
+        return gr.skip()  # the file was removed from the box
+    try:
+        with open(path, "rb") as f:  # Gradio's own copy of the upload
+            snap, arrays = snapshot.read_bytes(f.read())
+        progress(0, desc=f"Replaying {len(snap.generated)} tokens on {snap.model}")
+        out, difference = apply_snapshot(request, st, snap, arrays)
+    except USER_ERRORS as error:
+        gr.Warning(f"This file cannot be opened: {error} The session on screen stays.")
+        return {"open_file": None}
+    gr.Info(
+        f"Restored the text and {len(snap.generated)} generated tokens on {snap.model}. The attention was "
+        f"recomputed; it differs from the file's by at most {difference:.1e}."
+    )
+    return {**out, "open_file": None}
+
+
+@tab_event
+def on_save(request: gr.Request, st) -> Updates:
+    st = require(st)
+    data = snapshot.save_bytes(current_snapshot(st), st.session)
+    folder = saved_session_folder(request)  # one file per tab, replaced by its next save
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    path = folder / f"session-{len(st.session.token_ids)}-tokens.npz"
+    path.write_bytes(data)
+    return {"saved_file": str(path)}
+
+
+@tab_event
+def on_make_link(st) -> Updates:
+    return {"link_box": snapshot.query_string(current_snapshot(require(st)))}

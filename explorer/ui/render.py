@@ -1,0 +1,171 @@
+"""What a callback sends back to the page: updates keyed by ``Page`` field names.
+
+Only the open tab's figures are built (the others are built when their tab is opened), and
+every change of the view is also sent to the browser's kept copy of the session.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gradio as gr
+from gradio.components.plot import PlotData
+
+from explorer.analysis import snapshot
+from explorer.session import InputError
+from explorer.ui import insights, model_store, views
+from explorer.ui.layout import SESSION_BUTTONS
+from explorer.ui.views import MEAN, ExplorerState
+from explorer.viz.figure_json import figure_json
+
+Updates = dict[str, object]
+
+# Everything a change of the view may redraw, and everything a step may change.
+FIGURES = (
+    "self_plot", "heads", "cross_plot", "encoder_plot", "layers_plot", "timing_plot", "lens_plot", "roles_image",
+    "roles_info", "role_head_plot", "parallel_info", "sandbox_info", "sandbox_plot", "architecture_info",
+    "cost_info", "kept",
+)  # fmt: skip
+STEP_VIEWS = ("state", "status", "strip", "candidates", "cache_info", *FIGURES)
+# What only a new session changes, and what only a new model changes.
+SESSION_VIEWS = ("layer", "head", "source", "source_note", "cross_tab")
+MODEL_VIEWS = ("model_info", "text", "chat", "decoder_examples", "translator_examples", "model", *SESSION_BUTTONS)
+
+
+def plot(figure: dict | None, image_format: str = "png", name: str = "figure") -> PlotData | None:
+    """A figure dict straight to gr.Plot's payload (given a go.Figure, Gradio would validate it first).
+
+    The figure's config sets what its camera button (in the bar shown on hover) downloads.
+    """
+    if figure is None:
+        return None
+    download = {"format": image_format, "filename": f"decoder-explorer-{name}"}
+    config = {"displaylogo": False, "toImageButtonOptions": download}
+    return PlotData(type="plotly", plot=figure_json({**figure, "config": config}))
+
+
+def render(st: ExplorerState, *, full: bool = False, with_figures: bool = True) -> Updates:
+    """What a step changes: the text views, and the figures of the open tab only (``full`` adds
+    what only a new session changes; ``with_figures=False`` leaves out the figures and
+    candidates, which are slow to draw)."""
+    out = {
+        "state": st,
+        "status": views.status_line(st),
+        "strip": views.token_strip(st),
+        "cache_info": views.cache_summary(st),
+        "kept": kept_value(st),
+    }
+    if with_figures:
+        out |= {"candidates": views.candidate_rows(st.session), **tab_figures(st)}
+    if full:
+        out |= session_views(st)
+    return out
+
+
+def current_snapshot(st: ExplorerState) -> snapshot.Snapshot:
+    return snapshot.snapshot_of(
+        model_store.public_name(st.model_name), st.session, layer=st.layer, head=st.head, query=st.query, tab=st.tab
+    )
+
+
+def kept_value(st: ExplorerState) -> dict:
+    """What the browser keeps of this tab: the session and the view, as a saved link has them."""
+    return dataclasses.asdict(current_snapshot(st))
+
+
+def tab_views(st: ExplorerState) -> Updates:
+    """The figures of the open tab, and the view the browser keeps."""
+    return {**tab_figures(st), "kept": kept_value(st)}
+
+
+def tab_figures(st: ExplorerState) -> Updates:
+    """The figures of the open tab; the others are built when their tab is opened."""
+    if st.tab == "cross" and not st.session.is_encoder_decoder:
+        st.tab = "self"  # the translator's tab is hidden for this model
+    return FIGURES_OF_TAB[st.tab](st)
+
+
+def _figure(st: ExplorerState, figure: dict | None, name: str) -> PlotData | None:
+    return plot(figure, st.image_format, name)
+
+
+def self_tab(st: ExplorerState) -> Updates:
+    return {"self_plot": _figure(st, views.self_attention_figure(st), "self-attention"), "heads": views.heads_image(st)}
+
+
+def cross_tab(st: ExplorerState) -> Updates:
+    return {
+        "cross_plot": _figure(st, views.cross_attention_figure(st), "cross-attention"),
+        "encoder_plot": _figure(st, views.encoder_attention_figure(st), "encoder-attention"),
+    }
+
+
+def roles_tab(st: ExplorerState) -> Updates:
+    try:
+        return {
+            "roles_image": insights.roles_image(st), "roles_info": insights.roles_summary(st),
+            "role_head_plot": _figure(st, insights.role_head_figure(st), "head"),
+        }  # fmt: skip
+    except InputError as error:  # too few tokens yet: say so in place
+        return {"roles_image": None, "roles_info": str(error), "role_head_plot": None}
+
+
+def proof_tab(st: ExplorerState) -> Updates:
+    return {
+        "parallel_info": insights.parallel_summary(st), "sandbox_info": insights.sandbox_summary(st),
+        "sandbox_plot": _figure(st, insights.sandbox_figure(st), "sandbox"),
+    }  # fmt: skip
+
+
+FIGURES_OF_TAB = {
+    "self": self_tab,
+    "cross": cross_tab,
+    "layers": lambda st: {"layers_plot": _figure(st, views.every_layer_figure(st), "every-layer")},
+    "cache": lambda st: {"timing_plot": _figure(st, views.timing_figure(st), "timing")},
+    "lens": lambda st: {"lens_plot": _figure(st, insights.lens_figure(st), "logit-lens")},
+    "roles": roles_tab,
+    "proof": proof_tab,
+    "architecture": lambda st: {
+        "architecture_info": insights.architecture_table(st), "cost_info": insights.cost_table(st)
+    },
+}  # fmt: skip
+
+
+def session_views(st: ExplorerState) -> Updates:
+    """What a new session changes besides the step views: the layer and head choices, the source."""
+    session = st.session
+    c = session.config
+    translator = session.is_encoder_decoder
+    note = views.source_note(session)
+    return {
+        "layer": gr.Slider(minimum=0, maximum=c.n_layers - 1, value=st.layer, step=1),
+        "head": gr.Dropdown(
+            choices=[("average of all heads", MEAN)] + [(f"head {h}", str(h)) for h in range(c.n_heads)],
+            value=st.head,
+        ),
+        "source": gr.HighlightedText(value=views.source_strip(session) if translator else None, visible=translator),
+        "source_note": gr.Markdown(value=note or "", visible=note is not None),
+        "cross_tab": gr.Tab(visible=translator),
+    }
+
+
+def text_label(loaded) -> str:
+    return "Source sentence" if loaded.is_encoder_decoder else "Prompt"
+
+
+def model_views(loaded) -> Updates:
+    """What a model changes; the buttons, off while the page's first model loads, come on."""
+    translator = loaded.is_encoder_decoder
+    return {
+        **buttons_on(),
+        "model_info": loaded.description,
+        "text": gr.Textbox(label=text_label(loaded)),
+        "chat": gr.Checkbox(visible=loaded.has_chat_template and not translator),
+        "strip": gr.HighlightedText(color_map=views.strip_colors(translator)),
+        "decoder_examples": gr.Column(visible=not translator),
+        "translator_examples": gr.Column(visible=translator),
+    }
+
+
+def buttons_on() -> Updates:
+    return {button: gr.Button(interactive=True) for button in SESSION_BUTTONS}

@@ -1,0 +1,112 @@
+"""One browser tab's state, and how every event of a tab runs: alone, with friendly errors.
+
+A tab's ``ExplorerState`` lives in a ``gr.State``; it is also registered here by Gradio's
+session hash so that closing the tab frees its session at once (Gradio itself keeps a closed
+tab's state for an hour).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+
+import gradio as gr
+
+from explorer.errors import InputError
+from explorer.loading import ModelLoadError
+from explorer.model import ContextWindowError
+from explorer.session import GenerationSession
+from explorer.ui import model_store
+from explorer.ui.views import ExplorerState
+
+NO_MODEL = "No model is loaded yet: choose one from the Model list."
+# The project's own errors become warnings; anything else is a bug and fails loudly (log, tests).
+USER_ERRORS = (InputError, ModelLoadError, ContextWindowError)
+
+log = logging.getLogger("decoder_explorer")
+# Weak: Gradio owns the states.
+open_states: weakref.WeakValueDictionary[str, ExplorerState] = weakref.WeakValueDictionary()
+# "Save session" writes here (Gradio serves a copy from its cache); a tab's file goes when it closes.
+SAVED_SESSIONS = Path(tempfile.gettempdir()) / f"decoder-explorer-{os.getpid()}"
+
+
+def tab_event(handler: Callable) -> Callable:
+    """Run one event of a tab: alone (the tab's lock), and with a user's mistake shown as a
+    warning that changes nothing on the page."""
+
+    @functools.wraps(handler)
+    def wrapper(*args, **kwargs):
+        st = next((a for a in args if isinstance(a, ExplorerState)), None)
+        with st.lock if st is not None else contextlib.nullcontext():
+            try:
+                return handler(*args, **kwargs)
+            except USER_ERRORS as error:
+                gr.Warning(str(error))
+                return gr.skip()
+
+    return wrapper
+
+
+def tab_state(request: gr.Request, st: ExplorerState | None, model_name: str) -> ExplorerState:
+    """This tab's state object, made on its first event and remembered for its unload."""
+    if st is None:
+        st = ExplorerState(model_name)
+        open_states[request.session_hash] = st
+    return st
+
+
+def require(st: ExplorerState | None) -> ExplorerState:
+    """The tab's state, which has a session; else the user is told to choose a model."""
+    if st is None or st.session is None:
+        raise InputError(NO_MODEL)
+    return st
+
+
+def new_session(st, text_value, chat_value, cache_value, temp, k, p, seed_value, model_name=None) -> ExplorerState:
+    """Start a session in ``st`` (the tab's one state object); on an error ``st`` is unchanged."""
+    model_name = model_name or st.model_name
+    loaded = model_store.get_model(model_name)
+    session = GenerationSession(
+        loaded, text_value, use_cache=cache_value, chat=chat_value and loaded.has_chat_template,
+        temperature=float(temp), top_k=int(k), top_p=float(p), seed=int(seed_value or 0),
+    )  # fmt: skip
+    st.start(model_name, session)
+    return st
+
+
+def current(st, text_value, chat_value, *settings) -> tuple[ExplorerState, bool]:
+    """The user's session, started anew when the text or the chat setting changed; and whether it is new."""
+    if st is None:
+        raise InputError(NO_MODEL)
+    session = st.session
+    if (
+        session is None
+        or session.text != text_value
+        or session.chat != bool(chat_value and session.loaded.has_chat_template)
+    ):
+        return new_session(st, text_value, chat_value, *settings), True
+    return st, False
+
+
+def saved_session_folder(request: gr.Request) -> Path:
+    """This tab's folder for its saved session. The session hash comes from the browser, so it
+    is hashed rather than used as a path (it could hold "../")."""
+    return SAVED_SESSIONS / hashlib.sha256(request.session_hash.encode("utf-8", "replace")).hexdigest()[:32]
+
+
+def release_closed_tab(request: gr.Request) -> None:
+    st = open_states.pop(request.session_hash, None)
+    shutil.rmtree(saved_session_folder(request), ignore_errors=True)
+    if st is not None:
+        with st.lock:  # after the step that may be running
+            if st.session is not None:
+                st.release()
+                log.info("released the session of a closed browser tab")

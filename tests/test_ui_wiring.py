@@ -1,0 +1,66 @@
+"""The UI layer's plumbing: names that callbacks use exist on the page, and errors are sorted."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gradio as gr
+import pytest
+
+from explorer.errors import InputError
+from explorer.ui import app, render
+from explorer.ui.layout import SESSION_BUTTONS, SETTINGS, TABS, Page, build_page
+from explorer.ui.tab import tab_event
+from explorer.ui.views import ExplorerState
+
+
+@pytest.fixture(scope="module")
+def page() -> Page:
+    with gr.Blocks():
+        return build_page("a test secret")
+
+
+def test_every_name_a_callback_may_update_is_a_component_of_the_page(page):
+    names = {f.name for f in dataclasses.fields(Page)}
+    used = {*render.FIGURES, *render.STEP_VIEWS, *render.SESSION_VIEWS, *render.MODEL_VIEWS, *SETTINGS}
+    assert used | set(SESSION_BUTTONS) | set(TABS.values()) <= names
+    assert set(render.FIGURES_OF_TAB) == set(TABS)
+    for name in names:
+        assert isinstance(getattr(page, name), gr.components.Component | gr.blocks.BlockContext), name
+
+
+def test_on_turns_named_updates_into_component_updates(page):
+    def callback(st, value):
+        return {"status": f"got {value}", "kept": None}
+
+    assert app.on(page, callback)(None, 3) == {page.status: "got 3", page.kept: None}
+    assert app.on(page, lambda: gr.skip())() == gr.skip()
+
+    def streaming(n):
+        for i in range(n):
+            yield {"status": str(i)}
+
+    assert [*app.on(page, streaming)(2)] == [{page.status: "0"}, {page.status: "1"}]
+
+
+def test_the_projects_errors_become_warnings_and_a_bug_fails(monkeypatch):
+    warned = []
+    monkeypatch.setattr(gr, "Warning", warned.append)
+
+    @tab_event
+    def refuses(st):
+        raise InputError("Shorten the text.")
+
+    @tab_event
+    def has_a_bug(st):
+        raise ValueError("a bug")
+
+    assert refuses(ExplorerState("m")) == gr.skip() and warned == ["Shorten the text."]
+    with pytest.raises(ValueError, match="a bug"):
+        has_a_bug(ExplorerState("m"))
+
+
+def test_the_demo_builds_with_every_event_wired():
+    demo = app.build_demo()
+    triggers = {(block_id, name) for dep in demo.fns.values() for block_id, name in dep.targets}
+    assert len(triggers) >= 25  # every button, choice and tab (a missing wire fails here or in the browser tests)
