@@ -119,19 +119,63 @@ class GrowingRows:
         return 0 if self.buffer is None else self.buffer.nbytes
 
 
+class AttentionRows:
+    """One layer's attention probabilities computed so far, (heads, rows, keys), grown row by row.
+
+    A row never changes once computed: row i is softmax(q_i kᵀ/√d) over keys that are fixed
+    (the source's, for cross-attention) or that are its own past (causal self-attention, whose
+    later keys it gives exactly zero weight). So after a step only the new row is computed:
+    O(T) per step instead of O(T²). Undo forgets the rows it removed, in a fresh buffer, so
+    that an array handed out before never changes under its holder.
+    """
+
+    def __init__(self, heads: int, keys_fixed: int | None, limit: int) -> None:
+        self.heads, self.limit = heads, limit  # at most ``limit`` rows (the session's cap)
+        self.keys_fixed = keys_fixed  # the source length (cross-attention), or None (keys grow with rows)
+        self.buffer = np.zeros((heads, 0, keys_fixed or 0), dtype=np.float32)
+        self.rows = 0
+
+    def extend(self, new_rows: np.ndarray) -> None:
+        """Append (heads, n, keys) rows, keys being the row count after them (causal) or fixed."""
+        end = self.rows + new_rows.shape[1]
+        if end > self.buffer.shape[1]:
+            capacity = max(end, min(2 * self.buffer.shape[1], self.limit))
+            grown = np.zeros((self.heads, capacity, self.keys_fixed or capacity), dtype=np.float32)
+            grown[:, : self.rows, : self.buffer.shape[2]] = self.buffer[:, : self.rows]
+            self.buffer = grown
+        self.buffer[:, self.rows : end, : new_rows.shape[2]] = new_rows
+        self.rows = end
+
+    def truncate(self, rows: int) -> None:
+        if rows < self.rows:
+            kept = np.zeros_like(self.buffer)
+            kept[:, :rows] = self.buffer[:, :rows]
+            self.buffer, self.rows = kept, rows
+
+    def view(self, first: int, last: int, n_keys: int) -> np.ndarray:
+        out = self.buffer[:, first:last, :n_keys]
+        out.flags.writeable = False  # shared by the views that ask for it
+        return out
+
+
 class AttentionInputs:
     """What one attention stack's probabilities are made of, per layer: the queries
     (heads, T, head_dim) of every position so far, and the keys (kv_heads, keys, head_dim)
     they read. Self-attention's keys grow with the queries (and are masked causally);
-    cross-attention's are the source's, fixed."""
+    cross-attention's are the source's, fixed.
+
+    The probabilities of the layer a view asked for last are kept (``AttentionRows``), so that
+    the next step computes only its new row: (heads, T, T) float32, 38 MB for SmolLM2 at 1,024
+    positions. (The heatmap and the all-heads image show one layer; a view of every layer
+    computes each in turn.)"""
+
+    KEPT_LAYERS = 1
 
     def __init__(self, n_layers: int, causal: bool, max_rows: int) -> None:
-        self.causal = causal
+        self.causal, self.max_rows = causal, max_rows
         self.queries = [GrowingRows(max_rows) for _ in range(n_layers)]
         self.keys = [GrowingRows(max_rows) for _ in range(n_layers)]
-        self.version = 0  # changes with every add and truncate
-        # The last matrix computed: a render asks for the same layer twice (heatmap, all heads).
-        self._last: tuple[tuple, np.ndarray] | None = None
+        self._computed: dict[int, AttentionRows] = {}  # by layer, the most recently asked for last
 
     @property
     def rows(self) -> int:
@@ -148,30 +192,42 @@ class AttentionInputs:
         self.queries[layer].add(queries)
         if self.causal or not self.keys[layer].length:
             self.keys[layer].add(keys)
-        self.version += 1
 
     def truncate(self, rows: int) -> None:
-        self.version += 1
         for queries in self.queries:
             queries.truncate(rows)
         if self.causal:
             for keys in self.keys:
                 keys.truncate(rows)
+        for computed in self._computed.values():
+            computed.truncate(rows)
 
-    def probabilities(self, layer: int, first: int = 0, last: int | None = None) -> np.ndarray:
-        """(heads, queries, keys) float32 for the queries at positions first .. last - 1."""
-        if not self.queries[layer].length:
-            raise InputError("no attention was recorded in this session")
-        key = (layer, first, last, self.version)
-        if self._last is not None and self._last[0] == key:
-            return self._last[1]
+    def compute(self, layer: int, first: int, last: int) -> np.ndarray:
+        """(heads, last - first, keys) float32 for the queries at positions first .. last - 1,
+        computed now from the kept queries and keys (nothing is kept)."""
         q = self.queries[layer].all()[:, first:last]  # (heads, Tq, hd)
         keys = self.keys[layer].all()  # (kv_heads, Tk, hd)
+        if self.causal:
+            keys = keys[:, :last]  # a query's future keys get zero weight: not needed
         mask = causal_mask(q.shape[1], keys.shape[1], q.device, first_query=first) if self.causal else None
-        probs = attention_weights(q[None].float(), keys[None].float(), mask)[0].cpu().numpy()
-        probs.flags.writeable = False  # shared by the views that ask for it
-        self._last = (key, probs)
-        return probs
+        return attention_weights(q[None].float(), keys[None].float(), mask)[0].cpu().numpy()
+
+    def probabilities(self, layer: int, first: int = 0, last: int | None = None) -> np.ndarray:
+        """(heads, queries, keys) float32 for the queries at positions first .. last - 1, every key
+        (a causal row's future is 0); the rows not computed before are computed now."""
+        if not self.queries[layer].length:
+            raise InputError("no attention was recorded in this session")
+        rows, n_keys = self.rows, self.keys[layer].length
+        computed = self._computed.pop(layer, None)
+        if computed is None:
+            heads = self.queries[layer].all().shape[0]
+            computed = AttentionRows(heads, None if self.causal else n_keys, self.max_rows)
+        if computed.rows < rows:
+            computed.extend(self.compute(layer, computed.rows, rows))
+        self._computed[layer] = computed  # now the most recent
+        while len(self._computed) > self.KEPT_LAYERS:
+            self._computed.pop(next(iter(self._computed)))
+        return computed.view(first, rows if last is None else last, n_keys)
 
 
 class GenerationSession:
@@ -502,8 +558,8 @@ class GenerationSession:
         """(layers, heads, position + 1) what the token at ``position`` read, in every layer."""
         if not 0 <= position < len(self.token_ids):
             raise InputError(f"position {position} does not exist; choose 0 to {len(self.token_ids) - 1}")
-        rows = [self.self_inputs.probabilities(i, position, position + 1)[:, 0] for i in range(self.config.n_layers)]
-        return np.stack(rows)[:, :, : position + 1]  # (its future is exactly 0: cut it off)
+        rows = [self.self_inputs.compute(i, position, position + 1)[:, 0] for i in range(self.config.n_layers)]
+        return np.stack(rows)  # (layers, heads, position + 1): the future is not computed
 
     def cross_attention(self, layer: int) -> np.ndarray:
         """(heads, T, S) cross-attention of every target token over the source."""

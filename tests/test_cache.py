@@ -187,3 +187,30 @@ def test_steps_run_the_fused_kernel_and_never_materialise_probabilities(checkpoi
     session.step()
     assert fused and not explicit
     assert session.self_attention(0).shape[1:] == (len(session.token_ids),) * 2  # computed now, on demand
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "marian"])
+def test_attention_viewed_between_operations_stays_the_full_pass(checkpoints, family):
+    """A view keeps its layer's rows and, after a step, computes only the new row: viewed after
+    every operation (and switching layers), it is still the full pass's; and an array handed out
+    before an undo or a force never changes under its holder."""
+    loaded = explorer.load_model(str(checkpoints[family]))
+    session = explorer.GenerationSession(loaded, PROMPTS[family])
+    last_layer = loaded.config.n_layers - 1
+    operations = [
+        session.step, session.step, session.undo, lambda: session.force(session.top_candidates()[1].token_id),
+        lambda: session.set_use_cache(False), session.step, lambda: session.set_use_cache(True), session.step,
+        session.undo, session.undo,
+    ]  # fmt: skip
+    handed_out = []
+    for i, operation in enumerate(operations):
+        operation()
+        _, full_self, full_cross = full_forward_attention(session)
+        layer = last_layer if i % 3 == 2 else 0  # now and then another layer, then back
+        shown = session.self_attention(layer)
+        assert np.abs(shown - full_self[layer]).max() <= 1e-5, i
+        handed_out.append((shown, shown.copy()))
+        if full_cross:
+            assert np.abs(session.cross_attention(layer) - full_cross[layer]).max() <= 1e-5, i
+    for shown, copy in handed_out:
+        assert np.array_equal(shown, copy)
