@@ -54,6 +54,24 @@ def test_thumbnails_show_the_mask_grey():
     assert tuple(images[0][0, 0]) != (189, 189, 189)
 
 
+def test_thumbnail_pixels_are_the_nearest_cells_colours_at_any_length():
+    """Each pixel is the colour of the cell nearest to it (sampled, then coloured): a long
+    sequence costs the same as a short one, and shows the same pixels as colouring every cell."""
+    from explorer.viz.thumbnails import HIGH_RGB, LOW_RGB, MASK_RGB
+
+    rng = np.random.default_rng(0)
+    for n_q, n_k in ((3, 3), (7, 7), (300, 300), (5, 9)):
+        w = rng.random((2, n_q, n_k)).astype(np.float32)
+        images = head_thumbnails(w, causal=True, size=40)
+        for y, x in ((0, 0), (39, 39), (0, 39), (17, 3)):
+            q, k = y * n_q // 40, x * n_k // 40
+            if k > q + (n_k - n_q):
+                expected = MASK_RGB
+            else:
+                expected = LOW_RGB + (HIGH_RGB - LOW_RGB) * np.clip(w[1, q, k], 0, 1) ** 0.5
+            assert tuple(images[1][y, x]) == tuple(expected.astype(np.uint8)), (n_q, n_k, y, x)
+
+
 def test_head_grid_and_clicks_on_it():
     from explorer.viz import head_at, head_grid
     from explorer.viz.thumbnails import CELL, GAP, LABEL

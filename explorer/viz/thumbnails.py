@@ -19,16 +19,17 @@ def head_thumbnails(attention: np.ndarray, causal: bool, size: int = CELL, gamma
     A square gamma makes small weights visible; masked future cells are grey.
     """
     heads, n_q, n_k = attention.shape
-    offset = n_k - n_q
-    masked = np.arange(n_k)[None, :] > (np.arange(n_q)[:, None] + offset) if causal else np.zeros((n_q, n_k), bool)
-    rows = (np.arange(size) * n_q // size)[:, None]  # nearest-neighbour resize to exactly size x size
-    cols = (np.arange(size) * n_k // size)[None, :]
+    # Nearest-neighbour resize to exactly size x size: sample the cells first, then colour only
+    # those (size² per head, not Q x K: the same pixels, whatever the length).
+    rows = (np.arange(size) * n_q // size)[:, None]  # (size, 1) query of each pixel row
+    cols = (np.arange(size) * n_k // size)[None, :]  # (1, size) key of each pixel column
+    masked = cols > rows + (n_k - n_q) if causal else np.zeros((size, size), bool)  # (size, size)
     out = []
     for h in range(heads):
-        w = np.clip(attention[h], 0.0, 1.0) ** gamma  # (Q, K)
-        rgb = LOW_RGB + (HIGH_RGB - LOW_RGB) * w[..., None]  # (Q, K, 3)
+        w = np.clip(attention[h][rows, cols], 0.0, 1.0) ** gamma  # (size, size)
+        rgb = LOW_RGB + (HIGH_RGB - LOW_RGB) * w[..., None]  # (size, size, 3)
         rgb[masked] = MASK_RGB
-        out.append(rgb[rows, cols].astype(np.uint8))
+        out.append(rgb.astype(np.uint8))
     return out
 
 
