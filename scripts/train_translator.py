@@ -1,4 +1,7 @@
-"""Reproduce assets/en-de-numbers from a seed:  python scripts/train_translator.py --seed 0
+"""Reproduce assets/en-de-numbers from a seed: the stages its model card lists, in order, e.g.
+
+    python scripts/train_translator.py --seed 0                      # stage 1, from scratch
+    python scripts/train_translator.py --init-from assets/en-de-numbers --out /tmp/stage2 ...  # stage 2
 
 --evaluate-only recomputes every figure of a trained folder (metrics.json and the model card)
 from its weights, with the settings it was trained with.
@@ -20,7 +23,9 @@ from explorer.train.translator import TrainConfig, evaluate_folder, train
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     for field in dataclasses.fields(TrainConfig):
-        kind = {"int": int, "float": float, "str": str}.get(str(field.type).split(" ")[0])
+        kind = {"int": int, "float": float, "str": str, "bool": lambda v: v.lower() in ("1", "true", "yes")}.get(
+            str(field.type).split(" ")[0]
+        )
         if field.name == "eval_limit":
             kind = int
         parser.add_argument(f"--{field.name.replace('_', '-')}", type=kind, default=field.default)
@@ -29,7 +34,7 @@ def main() -> None:
     if args.pop("evaluate_only"):
         trained = json.loads((Path(args["out"]) / "metrics.json").read_text())
         config = TrainConfig(**{**trained["config"], "out": args["out"]})
-        metrics = evaluate_folder(config, train_minutes=trained["train_minutes"])
+        metrics = evaluate_folder(config, train_minutes=trained["train_minutes"], stages=trained.get("stages"))
     else:
         metrics = train(TrainConfig(**args))
     summary = {k: metrics[k] for k in ("exact_match", "exact_match_by_category", "chrf", "alignment_by_layer")}

@@ -174,3 +174,55 @@ def test_alignment_accuracy_scores_constructed_attention():
     # Reading the first source piece is right only for the tens ("twenty" leads the English):
     # the tens and units pieces are scored equally often, so half of them.
     assert alignment_accuracy(attention(lambda part: None), tokenizer, 3) == pytest.approx([0.5] * 3)
+
+
+def test_a_vocabulary_pair_with_a_rare_piece_is_repeated_until_the_piece_is_common():
+    from explorer.train.data import Pair
+    from explorer.train.translator import with_vocabulary_repeated
+
+    pairs = [
+        Pair("zero", "null", "cardinal", "0", "small-words"),  # its pieces occur nowhere else
+        Pair("twenty", "zwanzig", "cardinal", "20", "small-words"),
+        Pair("twenty-one", "einundzwanzig", "cardinal", "21", "small-words"),
+        Pair("twenty-two", "zweiundzwanzig", "cardinal", "22", "small-words"),
+        Pair("twenty thousand", "zwanzigtausend", "cardinal", "20000"),
+    ]
+    zero, twenty = [7], [8]  # piece ids: "zero"/"null" once, "twenty"/"zwanzig" in four pairs
+    encoded = [(zero, zero), (twenty, twenty), ([*twenty, 9], [*twenty, 9]), ([*twenty, 10], [*twenty, 10]),
+               ([*twenty, 11], [*twenty, 11])]  # fmt: skip
+    repeated = with_vocabulary_repeated(pairs, 2, encoded, min_piece_count=12)
+    counts = [repeated.count(p) for p in pairs]
+    # zero: its piece seen once -> 12 copies; twenty's pieces 4 times -> 3; "twenty-one": its own
+    # pieces 9/10 once -> 12; the non-vocabulary pair stays once.
+    assert counts == [12, 3, 12, 12, 1]
+    assert repeated[: len(pairs) + 3 * 1] == pairs + pairs[:3]  # the plain repeat's order comes first
+
+
+def test_regrouping_spreads_the_copies_of_a_repeated_pair_over_the_batches():
+    import random
+
+    from explorer.train.translator import batches
+
+    examples = [([1, 2], [3, 4])] * 200 + [([9, 2], [8, 4])] * 20  # 20 copies of one pair, all one length
+    copies = set(range(200, 220))
+
+    def batches_holding_a_copy(regroup: bool) -> int:
+        stream = batches(examples, batch_tokens=40, rng=random.Random(0), regroup=regroup)  # 20 a batch
+        return sum(bool(copies & set(next(stream))) for _ in range(11))  # one epoch: 11 batches
+
+    assert batches_holding_a_copy(regroup=False) == 1  # side by side: one update an epoch
+    assert batches_holding_a_copy(regroup=True) >= 6
+
+
+def test_a_sentence_cap_cuts_the_one_batch_of_the_shortest_pairs_into_several():
+    import random
+
+    from explorer.train.translator import batches
+
+    examples = [([1, 0], [2, 0])] * 100 + [([5, 6, 7, 0], [5, 6, 7, 0])] * 10  # short pairs fill one batch
+    uncapped = batches(examples, batch_tokens=400, rng=random.Random(0))
+    capped = batches(examples, batch_tokens=400, rng=random.Random(0), max_sentences=25)
+    short = set(range(100))
+    assert sum(bool(short & set(next(uncapped))) for _ in range(2)) == 1
+    first_epoch = [next(capped) for _ in range(5)]
+    assert sorted(len(batch) for batch in first_epoch) == [10, 25, 25, 25, 25]

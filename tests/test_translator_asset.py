@@ -140,20 +140,19 @@ def test_out_of_domain_is_translated_and_noted(translator):
         assert domain_note(translator.known_words, text) is None, text
 
 
-def test_every_small_number_is_right_or_a_listed_error(translator):
+def test_every_small_number_is_right(translator):
     """Exhaustively, through the explorer's own session (greedy, cache on): every cardinal 0-100
-    and ordinal 1-100 in words, the digits 0-100, and "1st" to "31st". Each one is right, or is
-    one of the errors the model card lists (the target, issue 17, is none)."""
+    and ordinal 1-100 in words, the digits 0-100, and "1st" to "31st" (issue 17: all of them)."""
     from explorer.train.checks import small_number_checks
 
+    checks = small_number_checks()
     wrong = [
         [p.english, p.german, out]
-        for p in small_number_checks()
+        for p in checks
         if (out := translate(translator, p.english, use_cache=True)) != p.german
     ]
-    card = json.loads((FOLDER / "metrics.json").read_text())
-    assert wrong == card["small_numbers"]["errors"]
-    assert len(wrong) <= 3  # the shipped model's: a regression fails here
+    assert len(checks) == 333 and wrong == []
+    assert json.loads((FOLDER / "metrics.json").read_text())["small_numbers"]["errors"] == []
 
 
 def test_the_model_cards_figures_are_recomputed():
@@ -161,8 +160,7 @@ def test_the_model_cards_figures_are_recomputed():
     training script's own evaluation: the held-out split by value (overall and per category,
     chrF), forms never trained on, the small numbers, the first inputs, size and vocabulary.
     Then issue 17's floors: >= 99% overall, >= 97% in every category, >= 95% on forms never
-    trained on (met); the small numbers at least as good as the shipped model's 99.1% (the
-    target, 100%, is not met yet: the card lists the three errors)."""
+    trained on, every small number right; and the two training stages within 60 minutes."""
     from transformers import MarianMTModel, MarianTokenizer
 
     from explorer.train.checks import FIRST_INPUTS, small_number_checks
@@ -191,4 +189,6 @@ def test_the_model_cards_figures_are_recomputed():
     assert recomputed["test"]["exact_match"] >= 0.99
     assert min(recomputed["test"]["exact_match_by_category"].values()) >= 0.97
     assert recomputed["new_forms"]["exact_match"] >= 0.95
-    assert recomputed["small_numbers"]["exact_match"] >= 0.99
+    assert recomputed["small_numbers"]["exact_match"] == 1.0
+    assert card["train_minutes"] == pytest.approx(sum(stage["minutes"] for stage in card["stages"]))
+    assert card["train_minutes"] <= 60

@@ -41,10 +41,14 @@ class TrainConfig:
     warmup: int = 1200  # with d_model 256: a peak learning rate of 1.8e-3
     cooldown: float = 0.3  # the last 30% of the steps bring the learning rate linearly down to 0
     vocabulary_repeats: int = 16  # see ``with_vocabulary_repeated``
+    min_piece_count: int = 0  # a vocabulary pair's rarest piece is seen this often an epoch (0: off)
+    regroup_every_epoch: bool = False  # see ``batches``
+    max_sentences: int = 0  # pairs a batch holds at most (0: as many as batch_tokens allows); see ``batches``
     lr_factor: float = 1.0
     label_smoothing: float = 0.1
     eval_limit: int | None = None  # test examples to score (None: all)
     threads: int = 2
+    init_from: str = ""  # a trained folder to go on training (its tokenizer and weights); "": start anew
 
 
 def noam_lr(step: int, d_model: int, warmup: int, factor: float) -> float:
@@ -64,19 +68,34 @@ def learning_rate(step: int, config: TrainConfig) -> float:
     return rate * min(1.0, max(remaining, 0) / cooldown_steps) if cooldown_steps else rate
 
 
-def with_vocabulary_repeated(pairs: list[Pair], repeats: int) -> list[Pair]:
+def with_vocabulary_repeated(
+    pairs: list[Pair], repeats: int, encoded: list | None = None, min_piece_count: int = 0
+) -> list[Pair]:
     """The vocabulary (every number 0-100 on its own in words and digits, "21st", weekdays,
-    months, noon, "a thousand") ``repeats`` times each per epoch.
+    months, noon, "a thousand") ``repeats`` times each per epoch, and a pair whose rarest piece
+    is rarer still more often: until that piece is seen ``min_piece_count`` times an epoch.
 
     They are what people type first, and where German's units-before-tens order starts the
     output ("twenty-one" -> "ein" "und" "zwanzig"), yet they are about 1,300 of 100,000 pairs.
     In longer numbers and years the first German piece comes from the first English word; a
     model that saw the vocabulary too rarely wrote "zwölfhundertzwölf" (a year) for "twelve".
-    Only the forms of ``VOCABULARY_FORMS`` are repeated: "3-5 km" has a small value too, but
-    it is not a word to learn.
+    Some words occur nowhere else: "zero" and "null" once in 100,000 pairs, "seventh",
+    "twelfth", "noon" twice, while "twenty" is in thousands; with every vocabulary pair
+    repeated alike, those were the ones still wrong. ``encoded`` (the pairs as (source ids,
+    target ids)) gives the pieces to count. Only the forms of ``VOCABULARY_FORMS`` are
+    repeated: "3-5 km" has a small value too, but it is not a word to learn.
     """
     vocabulary = [p for p in pairs if p.form in VOCABULARY_FORMS]
-    return pairs + vocabulary * (repeats - 1)
+    repeated = pairs + vocabulary * (repeats - 1)  # (this order is what the seed reproduces)
+    if encoded is None or not min_piece_count:
+        return repeated
+    seen = Counter(("source", i) for source, _ in encoded for i in source)
+    seen.update(("target", i) for _, target in encoded for i in target)
+    for pair, (source, target) in zip(pairs, encoded, strict=True):
+        if pair.form in VOCABULARY_FORMS:
+            rarest = min([seen["source", i] for i in source] + [seen["target", i] for i in target])
+            repeated += [pair] * (-(-min_piece_count // rarest) - repeats)  # none when common enough
+    return repeated
 
 
 def encode(tokenizer, pairs: list[Pair]) -> list[tuple[list[int], list[int]]]:
@@ -85,21 +104,46 @@ def encode(tokenizer, pairs: list[Pair]) -> list[tuple[list[int], list[int]]]:
     return list(zip(sources, targets, strict=True))
 
 
-def batches(examples, batch_tokens: int, rng: random.Random):
-    """Endless batches of similar length: less padding, so more useful work per step."""
-    order = sorted(range(len(examples)), key=lambda i: (len(examples[i][1]), len(examples[i][0])))
+def batches(examples, batch_tokens: int, rng: random.Random, regroup: bool = False, max_sentences: int = 0):
+    """Endless batches of similar length: less padding, so more useful work per step.
+
+    Without ``regroup`` the batches are made once, from the examples in order, and only their
+    order is shuffled each epoch: so the copies of a repeated pair sit side by side in one batch
+    and teach the model once an epoch, however many there are. With ``regroup`` the examples
+    of each length are shuffled before every epoch's batches are made, so the copies spread
+    over all the batches of their length (what the second training stage uses). Pairs of one
+    piece a side ("zero" -> "null") are so few that all of them fit in one batch of
+    ``batch_tokens``: ``max_sentences`` (0: no limit) cuts that batch into several, so that
+    such a pair's copies teach the model several times an epoch.
+    """
+    indices = list(range(len(examples)))
+    while True:
+        if regroup:
+            rng.shuffle(indices)  # the sort below is stable: equal lengths stay shuffled
+        groups = length_groups(examples, indices, batch_tokens, max_sentences)
+        rng.shuffle(groups)
+        yield from groups
+        if not regroup:
+            while True:  # the same groups, in a new order each epoch
+                rng.shuffle(groups)
+                yield from groups
+
+
+def length_groups(examples, indices: list[int], batch_tokens: int, max_sentences: int = 0) -> list[list[int]]:
+    """``indices`` sorted by length and cut into batches of at most ``batch_tokens`` padded tokens
+    (and at most ``max_sentences`` pairs, unless 0)."""
+    order = sorted(indices, key=lambda i: (len(examples[i][1]), len(examples[i][0])))
     groups, current, longest = [], [], 0
     for i in order:
         longest = max(longest, len(examples[i][1]), len(examples[i][0]))
-        if current and longest * (len(current) + 1) > batch_tokens:
+        full = max_sentences and len(current) >= max_sentences
+        if current and (longest * (len(current) + 1) > batch_tokens or full):
             groups.append(current)
             current, longest = [], max(len(examples[i][1]), len(examples[i][0]))
         current.append(i)
     if current:
         groups.append(current)
-    while True:
-        rng.shuffle(groups)
-        yield from groups
+    return groups
 
 
 def collate(examples, indices, pad_id: int, start_id: int):
@@ -198,7 +242,7 @@ ROBUSTNESS = [
 
 
 def train(config: TrainConfig, progress: bool = True) -> dict:
-    from transformers import AutoTokenizer, MarianConfig, MarianMTModel
+    from transformers import AutoTokenizer, MarianMTModel
 
     torch.manual_seed(config.seed)
     torch.set_num_threads(config.threads)
@@ -207,25 +251,26 @@ def train(config: TrainConfig, progress: bool = True) -> dict:
     started = time.time()
 
     data = build_dataset(seed=config.seed, scale=config.data_scale)
-    english, german = [p.english for p in data["train"]], [p.german for p in data["train"]]
-    build_marian_tokenizer(english, german, out, vocab_size=config.vocab_size, split_digits=True)
-    tokenizer = AutoTokenizer.from_pretrained(out)
+    if config.init_from:  # a second stage: the same tokenizer and the weights the first stage left
+        tokenizer = AutoTokenizer.from_pretrained(config.init_from)
+        tokenizer.save_pretrained(out)
+        model = MarianMTModel.from_pretrained(config.init_from)
+        model_config = model.config
+    else:
+        english, german = [p.english for p in data["train"]], [p.german for p in data["train"]]
+        build_marian_tokenizer(english, german, out, vocab_size=config.vocab_size, split_digits=True)
+        tokenizer = AutoTokenizer.from_pretrained(out)
+        model_config = marian_config(config, tokenizer)
+        model = MarianMTModel(model_config)
 
-    model_config = MarianConfig(
-        vocab_size=len(tokenizer), decoder_vocab_size=len(tokenizer), d_model=config.d_model,
-        encoder_layers=config.layers, decoder_layers=config.layers, encoder_attention_heads=config.heads,
-        decoder_attention_heads=config.heads, encoder_ffn_dim=config.d_ff, decoder_ffn_dim=config.d_ff,
-        max_position_embeddings=128, dropout=config.dropout, attention_dropout=0.0, activation_dropout=0.0,
-        activation_function="swish", scale_embedding=True, pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.pad_token_id,
-        forced_eos_token_id=tokenizer.eos_token_id, bad_words_ids=[[tokenizer.pad_token_id]],
-        max_length=64, num_beams=1, share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
-    )  # fmt: skip
-    model = MarianMTModel(model_config)
-    train_examples = encode(tokenizer, with_vocabulary_repeated(data["train"], config.vocabulary_repeats))
+    encoded = encode(tokenizer, data["train"])
+    weighted = with_vocabulary_repeated(data["train"], config.vocabulary_repeats, encoded, config.min_piece_count)
+    train_examples = encode(tokenizer, weighted)
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: learning_rate(step + 1, config))
-    stream = batches(train_examples, config.batch_tokens, rng)
+    stream = batches(
+        train_examples, config.batch_tokens, rng, regroup=config.regroup_every_epoch, max_sentences=config.max_sentences
+    )
     model.train()
     bar = tqdm(range(config.steps), desc="Training the translator", unit="step", disable=not progress)
     running = None
@@ -251,10 +296,43 @@ def train(config: TrainConfig, progress: bool = True) -> dict:
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     write_known_words(out, data["train"])
-    return evaluate_folder(config, data, train_minutes)
+    return evaluate_folder(config, data, train_minutes, stages=[*earlier_stages(config), stage(config, train_minutes)])
 
 
-def evaluate_folder(config: TrainConfig, data: dict[str, list[Pair]] | None = None, train_minutes: float = 0.0):
+def marian_config(config: TrainConfig, tokenizer):
+    from transformers import MarianConfig
+
+    return MarianConfig(
+        vocab_size=len(tokenizer), decoder_vocab_size=len(tokenizer), d_model=config.d_model,
+        encoder_layers=config.layers, decoder_layers=config.layers, encoder_attention_heads=config.heads,
+        decoder_attention_heads=config.heads, encoder_ffn_dim=config.d_ff, decoder_ffn_dim=config.d_ff,
+        max_position_embeddings=128, dropout=config.dropout, attention_dropout=0.0, activation_dropout=0.0,
+        activation_function="swish", scale_embedding=True, pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.pad_token_id,
+        forced_eos_token_id=tokenizer.eos_token_id, bad_words_ids=[[tokenizer.pad_token_id]],
+        max_length=64, num_beams=1, share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
+    )  # fmt: skip
+
+
+def stage(config: TrainConfig, minutes: float) -> dict:
+    """One training run as the model card reproduces it: its settings and how long it took."""
+    return {"config": asdict(config), "minutes": minutes}
+
+
+def earlier_stages(config: TrainConfig) -> list[dict]:
+    """The runs that made ``config.init_from``, from its metrics.json (none for a fresh start)."""
+    if not config.init_from:
+        return []
+    trained = json.loads((Path(config.init_from) / "metrics.json").read_text())
+    return trained.get("stages") or [stage(TrainConfig(**trained["config"]), trained["train_minutes"])]
+
+
+def evaluate_folder(
+    config: TrainConfig,
+    data: dict[str, list[Pair]] | None = None,
+    train_minutes: float = 0.0,
+    stages: list[dict] | None = None,
+):
     """Score the saved model in ``config.out`` and write its metrics.json and model card.
 
     Run by ``train`` after training, and by ``scripts/train_translator.py --evaluate-only``,
@@ -279,7 +357,8 @@ def evaluate_folder(config: TrainConfig, data: dict[str, list[Pair]] | None = No
     metrics["data_sizes"] = {
         split: dict(sorted(Counter(p.category for p in pairs).items())) for split, pairs in data.items()
     }
-    metrics["train_minutes"] = train_minutes
+    metrics["stages"] = stages or [stage(config, train_minutes)]
+    metrics["train_minutes"] = sum(s["minutes"] for s in metrics["stages"])
     metrics["config"] = asdict(config)
     metrics["parameters"] = sum(p.numel() for p in model.parameters())
     metrics["vocabulary"] = len(tokenizer)
@@ -301,6 +380,47 @@ def share_rows(by_group: dict[str, float]) -> str:
     return "\n".join(f"| {group} | {share:.1%} |" for group, share in by_group.items())
 
 
+def reproduce_steps(stages: list[dict]) -> str:
+    """Each training stage as the command that runs it (the settings that differ from the defaults)."""
+    defaults = asdict(TrainConfig())
+    lines = []
+    for i, run in enumerate(stages):
+        flags = [f"--seed {run['config']['seed']}"]
+        for name, value in run["config"].items():
+            if name in ("out", "seed", "init_from", "eval_limit", "threads") or value == defaults.get(name):
+                continue
+            flags.append(f"--{name.replace('_', '-')} {value}")
+        if run["config"].get("init_from"):
+            flags.append("--init-from <the folder stage 1 wrote> --out <a new folder>")
+        lines.append(f"  {i + 1}. `python scripts/train_translator.py {' '.join(flags)}` ({run['minutes']:.1f} min)")
+    return "\n".join(lines)
+
+
+def later_stages_text(stages: list[dict]) -> str:
+    """What each stage after the first changed (it goes on from the previous stage's weights)."""
+    text = ""
+    for i, run in enumerate(stages[1:], start=2):
+        c = TrainConfig(**run["config"])
+        peak = noam_lr(c.warmup, c.d_model, c.warmup, c.lr_factor)
+        text += (
+            f"\n- Stage {i} goes on from stage {i - 1}'s weights with the same data: {c.steps} steps, a peak learning"
+            f" rate of {peak:.1e} after {c.warmup} warm-up steps, cooled down to 0 over the last {c.cooldown:.0%};"
+            f" the vocabulary seen {c.vocabulary_repeats} times an epoch"
+            + (f", and a vocabulary pair with a rarer piece (\"zero\", \"noon\") more often, until that piece is seen"
+                f" {c.min_piece_count} times"
+               if c.min_piece_count else "")
+            + ("; the batches made anew each epoch, so that a pair's copies spread over them" if c.regroup_every_epoch
+               else "")
+            + (f", each of at most {c.max_sentences} pairs" if c.max_sentences else "")
+            + "."
+        )  # fmt: skip
+    return text
+
+
+def config_of_first(metrics: dict) -> TrainConfig:
+    return TrainConfig(**metrics["stages"][0]["config"])
+
+
 def model_card(metrics: dict, config: TrainConfig) -> str:
     sizes = metrics["data_sizes"]
     new, small, first = metrics["new_forms"], metrics["small_numbers"], metrics["first_inputs"]
@@ -318,6 +438,7 @@ def model_card(metrics: dict, config: TrainConfig) -> str:
     robustness = "\n".join(
         f"| `{r['input']}` | {r['expected'] or '(out of domain)'} | {r['output']} |" for r in metrics["robustness"]
     )
+    stage_1 = config_of_first(metrics)
     worst = min(metrics["exact_match_by_category"].items(), key=lambda item: item[1])
     best_layer = max(range(len(metrics["alignment_by_layer"])), key=metrics["alignment_by_layer"].__getitem__)
     return f"""---
@@ -356,12 +477,13 @@ and the explorer says so beside the output (the source holds words that are not 
   the English one folds case (capitals do not matter), the German one always cuts number words
   into their parts ("einundzwanzig" → "ein" "und" "zwanzig"); one vocabulary whose embeddings
   both sides share.
-- Reproduce: `python scripts/train_translator.py --seed {config.seed}` ({metrics["train_minutes"]:.1f} minutes on
-  2 CPU cores; {config.steps} steps of at most {config.batch_tokens} padded tokens a side; Adam β=(0.9, 0.98), ε=1e-9,
-  {config.warmup} warm-up steps then inverse square root, then a linear cool-down to 0 over the last
-  {config.cooldown:.0%} of the steps; label smoothing {config.label_smoothing},
-  dropout {config.dropout}; the vocabulary (every number up to 100 on its own, weekdays, months,
-  noon, round words) seen {config.vocabulary_repeats} times an epoch).
+- Reproduce ({metrics["train_minutes"]:.1f} minutes on 2 CPU cores in all):
+{reproduce_steps(metrics["stages"])}
+- The first stage: {stage_1.steps} steps of at most {stage_1.batch_tokens} padded tokens a side; Adam β=(0.9, 0.98),
+  ε=1e-9, {stage_1.warmup} warm-up steps then inverse square root, then a linear cool-down to 0 over the last
+  {stage_1.cooldown:.0%} of the steps; label smoothing {stage_1.label_smoothing}, dropout {stage_1.dropout}; the
+  vocabulary (every number up to 100 on its own, weekdays, months, noon, round words) seen
+  {stage_1.vocabulary_repeats} times an epoch.{later_stages_text(metrics["stages"])}
 - Data: generated by `explorer/train/data.py` and `explorer/train/forms.py` (seed {config.seed}),
   deduplicated, split by value alone so that no test number or date appears in training in any
   form; whole numbers up to 100, whole hours and fixed words are always trained (vocabulary).
