@@ -13,6 +13,7 @@ tokens and <= 400 ms at ~700; the first Step of a 650-token prompt <= 4 s.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import socket
@@ -78,9 +79,17 @@ def first_step_seconds(page, prompt: str) -> float:
     page.locator("#prompt textarea").fill(prompt)
     start = time.perf_counter()
     page.click("#step")
-    page.wait_for_function("() => document.querySelector('#status').innerText.includes('1 generated')")
-    page.wait_for_function(NEWEST_ROW_DRAWN, arg=token_count(page), polling="raf")
+    # "(1 generated)": the new session's first step ("21 generated" of the last one must not match).
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('(1 generated)')")
+    page.wait_for_function(NEWEST_ROW_DRAWN, arg=token_count(page), polling=100)
     return time.perf_counter() - start
+
+
+def gradio_traces(url: str, steps: int) -> list[dict]:
+    """Gradio's own per-event timings (the app runs with GRADIO_PROFILING=1): the last ``steps`` Steps."""
+    with urllib.request.urlopen(f"{url}/gradio_api/profiling/traces") as response:
+        traces = json.load(response)
+    return [t for t in traces if t["fn_name"] == "on_step"][-steps:]
 
 
 class ServerLog:
@@ -99,7 +108,7 @@ class ServerLog:
         return float(found[-1]) if found else float("nan")
 
 
-def measure_steps(page, steps: int, server_log: ServerLog) -> dict[str, list[float]]:
+def measure_steps(page, steps: int, server_log: ServerLog, url: str) -> dict[str, list[float]]:
     latencies, model_ms, to_react, react_ms, callback_ms = [], [], [], [], []
     first_change: dict[str, list[float]] = {}
     for _ in range(steps):
@@ -107,7 +116,7 @@ def measure_steps(page, steps: int, server_log: ServerLog) -> dict[str, list[flo
         server_log.callback_ms("on_step")  # skip what came before this click
         start = time.perf_counter()
         page.click("#step")
-        page.wait_for_function(NEWEST_ROW_DRAWN, arg=rows + 1, polling="raf")
+        page.wait_for_function(NEWEST_ROW_DRAWN, arg=rows + 1, polling=20)
         latencies.append((time.perf_counter() - start) * 1000)
         page.wait_for_function("() => window.probe.reactEnd > window.probe.click")
         probe = page.evaluate("() => window.probe")
@@ -121,14 +130,26 @@ def measure_steps(page, steps: int, server_log: ServerLog) -> dict[str, list[flo
         callback_ms.append(server_log.callback_ms("on_step"))
     ui_share = [total - model for total, model in zip(latencies, model_ms, strict=True)]
     views_ms = [callback - model for callback, model in zip(callback_ms, model_ms, strict=True)]
-    transport = [react - callback for react, callback in zip(to_react, callback_ms, strict=True)]
+    traces = gradio_traces(url, steps)
+    phases = ("queue_wait", "preprocess", "postprocess", "postprocess_save_pil_to_cache",
+              "postprocess_update_state_in_config", "postprocess_move_to_cache")  # fmt: skip
+    phase = {name: [t[f"{name}_ms"] for t in traces] for name in phases}
+    on_server = [t["total_ms"] for t in traces]
+    rest = [react - server for react, server in zip(to_react, on_server, strict=True)]
     return {
         "click to updated heatmap (browser)": latencies,
         "  click to Plotly.react": to_react,
-        "    server: the step callback": callback_ms,
-        "      of which the model step": model_ms,
-        "      of which building the views": views_ms,
-        "    Gradio (queue, pre/postprocess) and transport": transport,
+        "    server, all of Gradio's event": on_server,
+        "      queue wait": phase["queue_wait"],
+        "      preprocess": phase["preprocess"],
+        "      the step callback": callback_ms,
+        "        of which the model step": model_ms,
+        "        of which building the views": views_ms,
+        "      postprocess": phase["postprocess"],
+        "        the all-heads image to PNG": phase["postprocess_save_pil_to_cache"],
+        "        state kept in the page's config": phase["postprocess_update_state_in_config"],
+        "        files moved to Gradio's cache": phase["postprocess_move_to_cache"],
+        "    transport, and the page until Plotly.react": rest,
         "  Plotly.react of the heatmap": react_ms,
         "model step (server, cache on)": model_ms,
         "the UI's share (click to heatmap - model step)": ui_share,
@@ -152,7 +173,7 @@ def main() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False",
-               DECODER_EXPLORER_PROFILE="1")  # fmt: skip
+               DECODER_EXPLORER_PROFILE="1", GRADIO_PROFILING="1")  # fmt: skip
     log_path = Path(tempfile.mkdtemp(prefix="bench-ui-")) / "server.log"
     with open(log_path, "w") as log_file:
         server = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log_file,
@@ -180,7 +201,7 @@ def main() -> None:
             for label, prompt in (("~60", PROMPT), ("~650", LONG_PROMPT)):
                 prefill_s = first_step_seconds(page, prompt)
                 n = token_count(page)
-                rows = measure_steps(page, args.steps, server_log)
+                rows = measure_steps(page, args.steps, server_log, url)
                 tables[label] = (n, prefill_s, rows)
             browser.close()
     finally:

@@ -138,7 +138,9 @@ def test_the_server_runs_one_event_per_core_and_refuses_past_256_waiting(monkeyp
     monkeypatch.setenv(app.CONCURRENCY_ENV, "3")
     assert app.concurrency() == 3
     launched = []
-    monkeypatch.setattr(gr.Blocks, "launch", lambda demo, **kwargs: launched.append(demo))
+    monkeypatch.setattr(gr.Blocks, "launch", lambda demo, **kwargs: launched.append((demo, kwargs)))
     app.launch()
-    (demo,) = launched
+    ((demo, kwargs),) = launched
     assert demo._queue.default_concurrency_limit == 3 and demo._queue.max_size == app.QUEUE_SIZE == 256
+    # Gradio's run history would rewrite every step's figures into localStorage on each Step.
+    assert kwargs["run_history"] is False

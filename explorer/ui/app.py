@@ -182,6 +182,10 @@ def launch(**kwargs) -> None:
     demo = build_demo()
     demo.queue(default_concurrency_limit=concurrency(), max_size=QUEUE_SIZE)
     # An upload larger than a saved session can be is refused by Gradio before it is read.
+    # No run history: Gradio would keep every event's outputs (each step's figures) in the
+    # browser's localStorage, reading and rewriting the whole list on every Step (~100 ms a step
+    # at 650 tokens, bench_ui); the session the browser keeps for a reload is gr.BrowserState's.
     demo.launch(
-        css=CSS, js=FOLLOW_NEWEST_TOKEN, theme=gr.themes.Soft(), max_file_size=snapshot.MAX_FILE_BYTES, **kwargs
-    )
+        css=CSS, js=FOLLOW_NEWEST_TOKEN, theme=gr.themes.Soft(), max_file_size=snapshot.MAX_FILE_BYTES,
+        run_history=False, **kwargs,
+    )  # fmt: skip
