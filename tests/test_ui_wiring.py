@@ -64,3 +64,28 @@ def test_the_demo_builds_with_every_event_wired():
     demo = app.build_demo()
     triggers = {(block_id, name) for dep in demo.fns.values() for block_id, name in dep.targets}
     assert len(triggers) >= 25  # every button, choice and tab (a missing wire fails here or in the browser tests)
+
+
+def test_a_generate_whose_session_is_replaced_ends_on_the_new_session(checkpoints):
+    """A model switch (or Reset, or an opened file) replaces the session while Generate runs:
+    its next step sees that and its last message is the new session's views, so a step of the
+    old session it sent just before cannot be the last thing the page shows."""
+    import explorer
+    from explorer.session import GenerationSession
+    from explorer.ui import events
+
+    loaded = explorer.load_model(str(checkpoints["gpt2"]))
+    st = ExplorerState(str(checkpoints["gpt2"]))
+    st.start(st.model_name, GenerationSession(loaded, "The quick brown fox"))
+    prompt_length = st.session.prompt_length
+    settings = ("The quick brown fox", False, True, 0.0, 0, 1.0, 0)
+    run = events.on_generate(st, 50, *settings)
+    first = next(run)
+    assert len(first["strip"]) == prompt_length + 1  # the old session, one token generated
+    new = GenerationSession(loaded, "Hello")
+    st.start(st.model_name, new)  # what a model switch does, under the lock
+    last = [*run]
+    assert len(last) == 1 and [kind for _, kind in last[0]["strip"]] == ["prompt"] * (len(new.token_ids) - 1) + [
+        "query"
+    ]
+    assert "layer" in last[0] and not st.generating  # the new session's views in full

@@ -118,14 +118,12 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     generate = page.generate_button.click(
         on(page, events.on_generate), [page.state, page.max_new, *settings], stepped, **quick
     )
-    # A model switch ends a running Generate (the Generate also checks that its session is current).
+    # A model switch ends a running Generate: not by Gradio's cancel, which could drop the
+    # Generate's last word and leave a step of the old session, sent just before, on the page;
+    # the Generate sees its session replaced at its next step and sends the new one's views.
     switched = {*everything, page.tabs}
-    page.model.select(
-        on(page, lifecycle.on_model_change), [page.model, page.state, *settings], switched, cancels=[generate]
-    )
-    page.custom_model.submit(
-        on(page, lifecycle.on_custom_model), [page.custom_model, page.state, *settings], switched, cancels=[generate]
-    )
+    page.model.select(on(page, lifecycle.on_model_change), [page.model, page.state, *settings], switched)
+    page.custom_model.submit(on(page, lifecycle.on_custom_model), [page.custom_model, page.state, *settings], switched)
     page.stop_button.click(on(page, events.on_stop), [page.state], p(*STEP_VIEWS), queue=False, cancels=[generate])
     page.undo_button.click(on(page, events.on_undo), [page.state], p(*STEP_VIEWS), trigger_mode="multiple", **quick)
     page.reset_button.click(on(page, events.on_reset), [page.state, *settings], everything)

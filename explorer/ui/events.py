@@ -41,17 +41,22 @@ def on_generate(st, limit, *settings):
     """Step up to ``limit`` times, sending every step's text views and the figures now and then.
 
     Takes the tab's lock step by step (not for the whole run), so that Stop, a token click or
-    a layer change run between two steps."""
+    a layer change run between two steps. A model switch, Reset or an opened file replaces the
+    session: the run then ends by sending the new session's views itself. (A step it sent just
+    before may reach the page after the switch's own views; its own last word, sent after that
+    step in the same stream, is the new session, so the page never ends on the old one.)"""
     figures_sent_at = float("-inf")
     figures_behind = False  # the screen's figures show an earlier step than the session
+    replaced = False  # the session was replaced during the run
     try:
         with st.lock if st is not None else contextlib.nullcontext():
             st, fresh = current(st, *settings)
         st.stop_requested, st.generating, st.stopped_at = False, True, None
-        running = st.session  # a model switch, Reset or opened file replaces it: then stop
+        running = st.session
         for i in range(int(limit)):
             with st.lock:  # one step at a time, between other events of this tab
-                if st.session is not running or running.finished or st.stop_requested:
+                replaced = st.session is not running
+                if replaced or running.finished or st.stop_requested:
                     break
                 st.session.step()
                 st.query = None
@@ -65,12 +70,12 @@ def on_generate(st, limit, *settings):
         gr.Warning(str(error))
         if not figures_behind:
             yield gr.skip()  # a generator must yield something; the page stays as it was
-    finally:  # also when Gradio cancels the run (Stop, a model switch)
+    finally:  # also when Gradio cancels the run (Stop)
         if st is not None:
             st.generating = False
-    if figures_behind and st.session is not None:  # catch the figures up with the last step
+    if (figures_behind or replaced) and st.session is not None:  # the last step's figures, or the new session
         with st.lock:
-            views_now = render(st)
+            views_now = render(st, full=replaced)
         yield views_now
 
 

@@ -7,7 +7,6 @@ their updates keyed by these names; ``explorer.ui.app`` wires the names to the c
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import gradio as gr
@@ -142,10 +141,6 @@ class Page:
     def pick(self, *names: str) -> list:
         """The components with these names, in order (an event's inputs or outputs)."""
         return [getattr(self, name) for name in names]
-
-    def name_of(self) -> dict:
-        """Component -> its name here."""
-        return {getattr(self, f.name): f.name for f in dataclasses.fields(self)}
 
 
 # The settings a new session is made from, in the order the session callbacks take them.
