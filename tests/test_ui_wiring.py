@@ -89,3 +89,19 @@ def test_a_generate_whose_session_is_replaced_ends_on_the_new_session(checkpoint
         "query"
     ]
     assert "layer" in last[0] and not st.generating  # the new session's views in full
+
+
+def test_a_session_replaced_after_generates_last_step_still_gets_the_last_word(checkpoints):
+    import explorer
+    from explorer.session import GenerationSession
+    from explorer.ui import events
+
+    loaded = explorer.load_model(str(checkpoints["gpt2"]))
+    st = ExplorerState(str(checkpoints["gpt2"]))
+    st.start(st.model_name, GenerationSession(loaded, "The quick brown fox"))
+    run = events.on_generate(st, 1, "The quick brown fox", False, True, 0.0, 0, 1.0, 0)
+    next(run)  # the one step it was asked for
+    new = GenerationSession(loaded, "Hello")
+    st.start(st.model_name, new)
+    (last,) = [*run]
+    assert len(last["strip"]) == len(new.token_ids) and "layer" in last

@@ -47,7 +47,7 @@ def on_generate(st, limit, *settings):
     step in the same stream, is the new session, so the page never ends on the old one.)"""
     figures_sent_at = float("-inf")
     figures_behind = False  # the screen's figures show an earlier step than the session
-    replaced = False  # the session was replaced during the run
+    running = None  # the session this run steps
     try:
         with st.lock if st is not None else contextlib.nullcontext():
             st, fresh = current(st, *settings)
@@ -55,8 +55,7 @@ def on_generate(st, limit, *settings):
         running = st.session
         for i in range(int(limit)):
             with st.lock:  # one step at a time, between other events of this tab
-                replaced = st.session is not running
-                if replaced or running.finished or st.stop_requested:
+                if st.session is not running or running.finished or st.stop_requested:
                     break
                 st.session.step()
                 st.query = None
@@ -73,9 +72,12 @@ def on_generate(st, limit, *settings):
     finally:  # also when Gradio cancels the run (Stop)
         if st is not None:
             st.generating = False
-    if (figures_behind or replaced) and st.session is not None:  # the last step's figures, or the new session
-        with st.lock:
-            views_now = render(st, full=replaced)
+    if running is None or st.session is None:
+        return
+    with st.lock:  # the last step's figures, or the new session's views if it was replaced (even after the last step)
+        replaced = st.session is not running
+        views_now = render(st, full=replaced) if figures_behind or replaced else None
+    if views_now is not None:
         yield views_now
 
 
