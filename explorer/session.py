@@ -169,13 +169,11 @@ class AttentionInputs:
     positions. (The heatmap and the all-heads image show one layer; a view of every layer
     computes each in turn.)"""
 
-    KEPT_LAYERS = 1
-
     def __init__(self, n_layers: int, causal: bool, max_rows: int) -> None:
         self.causal, self.max_rows = causal, max_rows
         self.queries = [GrowingRows(max_rows) for _ in range(n_layers)]
         self.keys = [GrowingRows(max_rows) for _ in range(n_layers)]
-        self._computed: dict[int, AttentionRows] = {}  # by layer, the most recently asked for last
+        self._kept: tuple[int, AttentionRows] | None = None  # (layer, its rows) a view asked for last
 
     @property
     def rows(self) -> int:
@@ -199,8 +197,8 @@ class AttentionInputs:
         if self.causal:
             for keys in self.keys:
                 keys.truncate(rows)
-        for computed in self._computed.values():
-            computed.truncate(rows)
+        if self._kept is not None:
+            self._kept[1].truncate(rows)
 
     def compute(self, layer: int, first: int, last: int) -> np.ndarray:
         """(heads, last - first, keys) float32 for the queries at positions first .. last - 1,
@@ -218,15 +216,12 @@ class AttentionInputs:
         if not self.queries[layer].length:
             raise InputError("no attention was recorded in this session")
         rows, n_keys = self.rows, self.keys[layer].length
-        computed = self._computed.pop(layer, None)
-        if computed is None:
+        if self._kept is None or self._kept[0] != layer:  # another layer: its rows from the start
             heads = self.queries[layer].all().shape[0]
-            computed = AttentionRows(heads, None if self.causal else n_keys, self.max_rows)
+            self._kept = (layer, AttentionRows(heads, None if self.causal else n_keys, self.max_rows))
+        computed = self._kept[1]
         if computed.rows < rows:
             computed.extend(self.compute(layer, computed.rows, rows))
-        self._computed[layer] = computed  # now the most recent
-        while len(self._computed) > self.KEPT_LAYERS:
-            self._computed.pop(next(iter(self._computed)))
         return computed.view(first, rows if last is None else last, n_keys)
 
 

@@ -98,3 +98,16 @@ def wait_strip_starts_with(page, text: str) -> None:
                 .map(e => e.textContent).join('').replace(/·/g, ' ').startsWith(t)""",
         arg=text,
     )
+
+
+def choose_layer(page, layer: int) -> None:
+    """Type a layer into the slider's box and release the slider, as a person's drag ends."""
+    box = page.locator("#layer input[type=number]")
+    box.fill(str(layer))
+    box.press("Enter")
+    page.locator("#layer input[type=range]").dispatch_event("pointerup")
+
+
+def choose_head(page, head: int) -> None:
+    page.click("#head input")
+    page.click(f"[role=option][aria-label='head {head}']")

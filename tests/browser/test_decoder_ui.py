@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.helpers import (  # fmt: skip
+    choose_head,
+    choose_layer,
     idle,
     plot,
     shot,
@@ -59,13 +61,9 @@ def test_step_undo_inspect_cache_force_generate(page):
     check_heatmap(page, n_prompt + 4)
 
     # Layer and head: the heatmap says which it shows.
-    layer_box = page.locator("#layer input[type=number]")
-    layer_box.fill("3")
-    layer_box.press("Enter")
-    page.locator("#layer input[type=range]").dispatch_event("pointerup")
+    choose_layer(page, 3)
     wait_plot_title(page, "self-attention", "layer 3")
-    page.click("#head input")
-    page.click("[role=option][aria-label='head 2']")
+    choose_head(page, 2)
     wait_plot_title(page, "self-attention", "layer 3, head 2")
     check_heatmap(page, n_prompt + 4)
 

@@ -8,7 +8,17 @@ import re
 import pytest
 
 from tests.browser.conftest import wait_ready
-from tests.browser.helpers import idle, plot, shot, status, tokens, type_prompt, wait_plot_title, wait_token_count
+from tests.browser.helpers import (
+    choose_layer,
+    idle,
+    plot,
+    shot,
+    status,
+    tokens,
+    type_prompt,
+    wait_plot_title,
+    wait_token_count,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -219,10 +229,7 @@ def test_save_a_session_and_open_it_elsewhere(page, browser, app_url, tmp_path):
 
 def test_a_link_reopens_model_input_settings_and_step(page, browser):
     n = start(page, steps=2)
-    layer_box = page.locator("#layer input[type=number]")
-    layer_box.fill("4")
-    layer_box.press("Enter")
-    page.locator("#layer input[type=range]").dispatch_event("pointerup")
+    choose_layer(page, 4)
     wait_plot_title(page, "self-attention", "layer 4")
     open_tab(page, "Logit lens")
     wait_plot_title(page, "logit-lens", "After")

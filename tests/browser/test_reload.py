@@ -7,7 +7,17 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.conftest import ARTIFACTS, free_port, running_app, wait_ready
-from tests.browser.helpers import idle, shot, status, tokens, type_prompt, wait_plot_title, wait_token_count
+from tests.browser.helpers import (
+    choose_head,
+    choose_layer,
+    idle,
+    shot,
+    status,
+    tokens,
+    type_prompt,
+    wait_plot_title,
+    wait_token_count,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -30,13 +40,9 @@ def make_a_session(page) -> int:
     idle(page)
     page.click("#step")
     wait_token_count(page, n + 3)
-    layer_box = page.locator("#layer input[type=number]")
-    layer_box.fill("4")
-    layer_box.press("Enter")
-    page.locator("#layer input[type=range]").dispatch_event("pointerup")
+    choose_layer(page, 4)
     wait_plot_title(page, "self-attention", "layer 4")
-    page.click("#head input")
-    page.click("[role=option][aria-label='head 2']")
+    choose_head(page, 2)
     wait_plot_title(page, "self-attention", "head 2")
     idle(page)
     return n + 3

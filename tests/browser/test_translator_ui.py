@@ -7,7 +7,7 @@ import re
 import pytest
 
 from explorer.tokens import visible
-from tests.browser.helpers import idle, plot, shot, tokens, type_prompt, wait_plot_title, wait_token_count
+from tests.browser.helpers import choose_layer, idle, plot, shot, tokens, type_prompt, wait_plot_title, wait_token_count
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -86,10 +86,7 @@ def test_cross_attention_shows_the_units_read_before_the_tens(page):
     assert [s.replace("·", "") for s in source] == ["twenty", "-", "one", "</s>"]  # capitals folded
 
     page.click("button[role=tab]:has-text('Cross-attention')")
-    layer_box = page.locator("#layer input[type=number]")
-    layer_box.fill("2")
-    layer_box.press("Enter")
-    page.locator("#layer input[type=range]").dispatch_event("pointerup")
+    choose_layer(page, 2)
     wait_plot_title(page, "cross-attention", "Cross-attention, layer 2")
     idle(page)
     peaks = plot(page, "cross-attention")["traces"][0]["argmax"]  # one per target row
