@@ -9,6 +9,9 @@ hover shows query, key and weight without any per-cell text in the payload.
 
 from __future__ import annotations
 
+import html
+import math
+
 import numpy as np
 
 from .figure_json import Figure, typed_array
@@ -19,7 +22,14 @@ MASK_COLOR = "#bdbdbd"
 HIGHLIGHT_COLOR = "#e6550d"
 HOVER = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"
 COLORBAR = {"title": {"text": "weight"}, "thickness": 12}
-MAX_TICK_LABELS = 48  # more would overlap at the heatmap's size; every cell keeps its text in the hover
+TICK_ANGLE = 60  # degrees: x labels slant up to the left
+SIN_TICK_ANGLE = math.sin(math.radians(TICK_ANGLE))
+CHAR_PX = 7  # a tick label character at Plotly's default 12 px font, a little wide to be safe
+AXIS_TITLE_PX = 34  # an axis title and its gap to the tick labels
+# More would overlap at the heatmap's size (the slanted key labels need more room than the query
+# labels); every cell keeps its text in the hover.
+MAX_QUERY_LABELS = 48
+MAX_KEY_LABELS = 32
 
 
 def causal_future(n_queries: int, n_keys: int, query_offset: int = 0) -> np.ndarray:
@@ -80,20 +90,37 @@ def layer_profile_heatmap(
     return {"data": [trace], "layout": _layout(title, "keys (what is read)", "layer", trace["x"], trace["y"])}
 
 
-def tick_labels(labels: list[str]) -> dict:
-    """Every label while they fit, else every k-th: fewer labels for the browser to measure and draw."""
-    step = -(-len(labels) // MAX_TICK_LABELS)  # ceil
+def tick_labels(labels: list[str], most: int) -> dict:
+    """Every label while at most ``most`` fit, else every k-th."""
+    step = -(-len(labels) // most)  # ceil
     return {"tickmode": "array", "tickvals": labels[::step], "ticktext": labels[::step]}
 
 
+def label_margins(x_labels: list[str], y_labels: list[str]) -> dict:
+    """Margins wide enough for the tick labels, reckoned from their length.
+
+    Plotly's ``automargin`` would measure every label in the browser and lay the figure out again
+    (over half of a redraw at a few hundred tokens): the labels' longest text is known here.
+    """
+    left = AXIS_TITLE_PX + CHAR_PX * _longest(y_labels)
+    bottom = AXIS_TITLE_PX + round(CHAR_PX * _longest(x_labels) * SIN_TICK_ANGLE)
+    return {"l": left, "r": 10, "t": 40, "b": bottom}
+
+
+def _longest(labels: list[str]) -> int:
+    """Characters of the longest label as shown (the labels are escaped for Plotly's HTML)."""
+    return max((len(html.unescape(label)) for label in labels), default=1)
+
+
 def _layout(title: str, x_title: str, y_title: str, x_labels: list[str], y_labels: list[str]) -> dict:
+    x_ticks, y_ticks = tick_labels(x_labels, MAX_KEY_LABELS), tick_labels(y_labels, MAX_QUERY_LABELS)
     return {
         "title": {"text": title, "x": 0.01, "font": {"size": 14}},
-        "xaxis": {"type": "category", "tickangle": -60, "showgrid": False, "title": {"text": x_title},
-                  "automargin": True, **tick_labels(x_labels)},
+        "xaxis": {"type": "category", "tickangle": -TICK_ANGLE, "showgrid": False, "title": {"text": x_title},
+                  "automargin": False, **x_ticks},
         "yaxis": {"type": "category", "autorange": "reversed", "showgrid": False, "title": {"text": y_title},
-                  "automargin": True, **tick_labels(y_labels)},
-        "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+                  "automargin": False, **y_ticks},
+        "margin": label_margins(x_ticks["ticktext"], y_ticks["ticktext"]),
         "height": max(380, min(900, 180 + 24 * len(y_labels))),  # rows tall enough for their labels
         "plot_bgcolor": "white",
     }  # fmt: skip

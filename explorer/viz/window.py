@@ -56,7 +56,8 @@ def with_overview(figure: Figure, weights: np.ndarray, first: int, last: int, *,
     layout["xaxis"]["domain"] = [0.0, 0.72]
     n_q, n_k = weights.shape
     layout["xaxis2"] = {"domain": [0.78, 1.0], "anchor": "y2", "range": [-0.5, n_k - 0.5], "showgrid": False,
-                        "title": {"text": f"overview: all {n_q}, each cell the largest of {size}x{size}"},
+                        "title": {"text": f"overview of all {n_q} rows:<br>a cell is the largest of {size}x{size}",
+                                  "font": {"size": 11}},
                         "tickfont": {"size": 9}}  # fmt: skip
     layout["yaxis2"] = {"domain": [0.35, 1.0], "anchor": "x2", "range": [n_q - 0.5, -0.5], "showgrid": False,
                         "tickfont": {"size": 9}}  # fmt: skip

@@ -11,6 +11,7 @@ from tests.browser.helpers import (  # fmt: skip
     plot,
     shot,
     status,
+    tick_labels_fit,
     tokens,
     type_prompt,
     wait_plot_rows,
@@ -39,6 +40,7 @@ def check_heatmap(page, n: int) -> None:
     assert weights["nan"] == n * (n - 1) // 2  # the future triangle holds no weights...
     assert data["background"] == "#bdbdbd"  # ...and shows the grey background: masked, not zero
     assert data["shapes"] == 1  # the selected query's row
+    assert tick_labels_fit(page, "self-attention")  # margins reckoned from the labels hold them
 
 
 def test_step_undo_inspect_cache_force_generate(page):

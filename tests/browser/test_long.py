@@ -8,7 +8,7 @@ import re
 import pytest
 
 from explorer.viz.window import WINDOW_ROWS
-from tests.browser.helpers import idle, plot, shot, status, type_prompt, wait_plot_title
+from tests.browser.helpers import idle, plot, shot, status, tick_labels_fit, type_prompt, wait_plot_title
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -39,6 +39,7 @@ def test_a_700_token_text_scrolls_the_strip_and_windows_the_heatmap(page):
     window, overview = shown["traces"]
     assert (window["rows"], window["cols"]) == (WINDOW_ROWS, n)  # the newest rows, every key
     assert overview["name"] == "overview" and 0 < overview["rows"] <= 128
+    assert tick_labels_fit(page, "self-attention")  # the axis labels stay readable
     shot(page, "long-window")
 
     page.locator("#token-strip .token").nth(10).click()  # an early token: the window moves to it

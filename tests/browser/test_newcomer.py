@@ -12,7 +12,17 @@ import pytest
 
 from explorer.ui.app import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
 from tests.browser.conftest import wait_ready
-from tests.browser.helpers import idle, plot, shot, status, tokens, type_prompt, wait_plot_title, wait_token_count
+from tests.browser.helpers import (
+    idle,
+    plot,
+    shot,
+    status,
+    tick_labels_fit,
+    tokens,
+    type_prompt,
+    wait_plot_title,
+    wait_token_count,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -141,16 +151,6 @@ def test_a_zero_width_joiner_is_shown_by_name(page):
     assert "⟨ZWJ⟩" in "".join(chips)
 
 
-def ticks_inside(page, elem_id: str) -> bool:
-    """Every y tick label of a plotly figure lies inside the figure (not cut at its left edge)."""
-    return page.evaluate(
-        """id => { const svg = document.querySelector(`#${id} .main-svg`).getBoundingClientRect();
-            return Array.from(document.querySelectorAll(`#${id} .ytick text`))
-                .every(t => t.getBoundingClientRect().left >= svg.left); }""",
-        elem_id,
-    )
-
-
 def test_the_timing_chart_shows_its_labels(page):
     """Bug 7: the y tick labels ("100", "200") are whole, and the legend clears the x title."""
     n = len(tokens(page))
@@ -162,7 +162,7 @@ def test_the_timing_chart_shows_its_labels(page):
     page.click("button[role=tab]:has-text('KV cache')")
     wait_plot_title(page, "timing", "Milliseconds per step")
     idle(page)
-    assert ticks_inside(page, "timing")
+    assert tick_labels_fit(page, "timing", axes="y")
     legend = page.locator("#timing .legend").bounding_box()
     x_title = page.locator("#timing .xtitle").bounding_box()
     assert legend["y"] + legend["height"] <= x_title["y"] or legend["y"] >= x_title["y"] + x_title["height"]
