@@ -68,3 +68,20 @@ def test_a_local_folder_shows_relative_to_its_allowed_folder(session, checkpoint
     assert model_store.public_name("en-de-numbers") == "en-de-numbers"
     state = ExplorerState(resolved, session)
     assert str(folder.parent) not in views.status_line(state)
+
+
+def test_the_all_heads_image_is_a_png_in_gradios_cache_with_the_grids_pixels(session, tmp_path, monkeypatch):
+    """Written by us at zlib's fastest level, where Gradio serves files from without copying them."""
+    import numpy as np
+    from PIL import Image
+
+    from explorer.viz import head_grid
+
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path))
+    state = ExplorerState(session=session, model_name="gpt2", layer=1)
+    path = views.heads_image(state)
+    assert path.startswith(str(tmp_path)) and path.endswith(".png")
+    expected = head_grid(session.self_attention(1), causal=True)
+    assert np.array_equal(np.asarray(Image.open(path).convert("RGB")), np.asarray(expected))
+    assert views.heads_image(state) == path  # the same image: the same file
+    assert [p.name for p in (tmp_path).rglob("*") if p.is_file()] == ["image.png"]  # no partial file left

@@ -11,6 +11,7 @@ from explorer.analysis.domain import domain_note
 from explorer.session import CacheComparison, GenerationSession, InputError, TopToken
 from explorer.tokens import visible
 from explorer.ui import model_store
+from explorer.ui.images import png_file
 from explorer.viz import attention_heatmap, head_grid, layer_profile_heatmap, timing_chart
 from explorer.viz.window import query_window, with_overview
 
@@ -204,9 +205,9 @@ def encoder_attention_figure(state: ExplorerState):
     )  # fmt: skip
 
 
-def heads_image(state: ExplorerState):
-    """Every head of the layer in one image (a PIL image; ``viz.head_at`` reads a click on it)."""
-    return head_grid(state.session.self_attention(state.layer), causal=True)
+def heads_image(state: ExplorerState) -> str:
+    """Every head of the layer in one image, as a PNG file's path (``viz.head_at`` reads a click on it)."""
+    return png_file(head_grid(state.session.self_attention(state.layer), causal=True))
 
 
 def every_layer_figure(state: ExplorerState):
