@@ -4,8 +4,8 @@ Starts the app, opens it in Debian's Chromium and, for a prompt of about 60 and 
 SmolLM2 tokens, times the first Step (the prefill, until the heatmap is drawn) and then clicks
 Step 20 times. Prints a table per length; not a test (machines are shared and noisy).
 
-The latency is measured in the page: from the click event to the first frame after Plotly has
-redrawn the heatmap. What Playwright sees (its click(), which first checks that the button is
+The latency is measured in the page: from the click event to the first frame after the heatmap
+has been redrawn. What Playwright sees (its click(), which first checks that the button is
 visible and still, and its polling) adds tens of milliseconds and has a row of its own.
 
     python bench/bench_ui.py [--steps 20]
@@ -41,25 +41,19 @@ PROMPT = (
 )
 
 
-# In the page: when Step was clicked, when plotly began and finished redrawing the heatmap, and
-# the next frame after that (the new row on screen).
+# In the page: when Step was clicked, when the heatmap (explorer/ui/heatmap.js) began and
+# finished drawing, and the next frame after that (the new row on screen).
 PROBES = """() => {
-    window.probe = {click: 0, reactStart: 0, reactEnd: 0, painted: 0, changed: {}};
+    window.probe = {click: 0, drawStart: 0, drawEnd: 0, painted: 0, changed: {}};
     document.querySelector('#step').addEventListener('click', () => {
         window.probe.click = performance.now();
         window.probe.changed = {};
     }, true);
-    const react = window.Plotly.react;
-    window.Plotly.react = function (gd, ...rest) {
-        const mine = gd.closest('#self-attention');
-        if (mine) window.probe.reactStart = performance.now();
-        const done = react.call(this, gd, ...rest);
-        if (mine) Promise.resolve(done).then(() => {
-            window.probe.reactEnd = performance.now();
-            requestAnimationFrame(() => { window.probe.painted = performance.now(); });
-        });
-        return done;
-    };
+    document.querySelector('#self-attention .attention-figure').addEventListener('drawn', event => {
+        window.probe.drawStart = event.detail.started;
+        window.probe.drawEnd = performance.now();
+        requestAnimationFrame(() => { window.probe.painted = performance.now(); });
+    });
     // When each view's DOM first changed after the click: the order in which the page updates.
     for (const id of WATCHED) {
         const node = document.getElementById(id);
@@ -73,7 +67,7 @@ PROBES = """() => {
 LONG_PROMPT = "Count with me: " + " ".join(f"{i} apples," for i in range(1, 127))  # about 650 tokens
 
 # The heatmap shows the newest token's row (the last row of its window): the step has been drawn.
-NEWEST_ROW_DRAWN = """n => { const g = document.querySelector('#self-attention .js-plotly-plot');
+NEWEST_ROW_DRAWN = """n => { const g = document.querySelector('#self-attention .attention-figure');
     const y = g && g.data && g.data[0].y;
     return y && y.length && String(y[y.length - 1]).startsWith(`${n - 1} `); }"""
 
@@ -117,7 +111,7 @@ class ServerLog:
 
 
 def measure_steps(page, steps: int, server_log: ServerLog, url: str) -> dict[str, list[float]]:
-    latencies, seen_ms, model_ms, to_react, react_ms, callback_ms = [], [], [], [], [], []
+    latencies, seen_ms, model_ms, to_draw, draw_ms, callback_ms = [], [], [], [], [], []
     first_change: dict[str, list[float]] = {}
     for _ in range(steps):
         rows = token_count(page)
@@ -126,11 +120,11 @@ def measure_steps(page, steps: int, server_log: ServerLog, url: str) -> dict[str
         page.click("#step")
         page.wait_for_function(NEWEST_ROW_DRAWN, arg=rows + 1, polling=20)
         seen_ms.append((time.perf_counter() - start) * 1000)
-        page.wait_for_function("() => window.probe.painted > window.probe.reactEnd")
+        page.wait_for_function("() => window.probe.painted > window.probe.drawEnd")
         probe = page.evaluate("() => window.probe")
         latencies.append(probe["painted"] - probe["click"])
-        to_react.append(probe["reactStart"] - probe["click"])
-        react_ms.append(probe["reactEnd"] - probe["reactStart"])
+        to_draw.append(probe["drawStart"] - probe["click"])
+        draw_ms.append(probe["drawEnd"] - probe["drawStart"])
         for view, ms in probe["changed"].items():
             first_change.setdefault(view, []).append(ms)
         found = re.search(r"last step (\d+) ms", page.inner_text("#status"))
@@ -144,10 +138,10 @@ def measure_steps(page, steps: int, server_log: ServerLog, url: str) -> dict[str
               "postprocess_update_state_in_config", "postprocess_move_to_cache")  # fmt: skip
     phase = {name: [t[f"{name}_ms"] for t in traces] for name in phases}
     on_server = [t["total_ms"] for t in traces]
-    rest = [react - server for react, server in zip(to_react, on_server, strict=True)]
+    rest = [draw - server for draw, server in zip(to_draw, on_server, strict=True)]
     return {
         "click to updated heatmap on screen (in the page)": latencies,
-        "  click to Plotly.react": to_react,
+        "  click to the heatmap's redraw": to_draw,
         "    server, all of Gradio's event": on_server,
         "      queue wait": phase["queue_wait"],
         "      preprocess": phase["preprocess"],
@@ -158,8 +152,8 @@ def measure_steps(page, steps: int, server_log: ServerLog, url: str) -> dict[str
         "        the all-heads image to PNG": phase["postprocess_save_pil_to_cache"],
         "        state kept in the page's config": phase["postprocess_update_state_in_config"],
         "        files moved to Gradio's cache": phase["postprocess_move_to_cache"],
-        "    transport, and the page until Plotly.react": rest,
-        "  Plotly.react of the heatmap": react_ms,
+        "    transport, and the page until the redraw": rest,
+        "  the heatmap's redraw (explorer/ui/heatmap.js)": draw_ms,
         "model step (server, cache on)": model_ms,
         "the UI's share (click to heatmap - model step)": ui_share,
         **{f"  first change of #{view}": values for view, values in sorted(first_change.items())},
@@ -205,7 +199,7 @@ def main() -> None:
             page.set_default_timeout(180_000)
             page.goto(url)
             page.wait_for_selector("#token-strip .token")
-            page.wait_for_function("() => window.Plotly && window.Plotly.react")
+            page.wait_for_function("() => document.querySelector('#self-attention .attention-figure').data")
             page.evaluate(PROBES)
             tables = {}
             for label, prompt in (("~60", PROMPT), ("~650", LONG_PROMPT)):

@@ -16,7 +16,7 @@ import gradio as gr
 from explorer.analysis import proof
 from explorer.errors import InputError
 from explorer.ui import insights, views
-from explorer.ui.render import Updates, kept_value, plot, render, tab_views
+from explorer.ui.render import Updates, kept_value, plot, render, self_heatmap, tab_views
 from explorer.ui.tab import NO_MODEL, USER_ERRORS, current, new_session, require, tab_event
 from explorer.ui.views import ExplorerState
 from explorer.viz import head_at, role_at
@@ -155,8 +155,7 @@ def on_head_thumbnail(st, event: gr.SelectData):
     if picked is None:
         return gr.skip()  # a click between two heads
     st.layer, st.head = views.checked_view(st.session, st.layer, str(picked))
-    figure = plot(views.self_attention_figure(st), st.image_format, "self-attention")
-    return {"head": gr.Dropdown(value=st.head), "self_plot": figure, "kept": kept_value(st)}
+    return {"head": gr.Dropdown(value=st.head), "self_plot": self_heatmap(st), "kept": kept_value(st)}
 
 
 @tab_event

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from explorer.ui import model_store, texts, views
+from explorer.ui.heatmap import attention_heatmap_view
 from explorer.ui.views import MEAN
 
 BROWSER_KEY = "decoder-explorer-session"
@@ -111,7 +112,7 @@ class Page:
     # the tabs and their figures
     tabs: gr.Tabs
     self_tab: gr.Tab
-    self_plot: gr.Plot
+    self_plot: gr.HTML
     heads: gr.Image
     cross_tab: gr.Tab
     cross_plot: gr.Plot
@@ -280,7 +281,7 @@ def view_choice() -> dict:
         }
 
 
-def figure_beside_text(plot: gr.Plot, explanation: str, text_scale: int = 1) -> gr.Plot:
+def figure_beside_text(plot: gr.Component, explanation: str, text_scale: int = 1) -> gr.Component:
     """A figure with its explanation to the right (below it on a phone)."""
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=300):
@@ -295,7 +296,7 @@ def attention_tabs() -> dict:
     made = {}
     with gr.Tab("Self-attention", id="self", elem_id="tab-self") as made["self_tab"]:
         made["self_plot"] = figure_beside_text(
-            gr.Plot(label="Self-attention heatmap", elem_id="self-attention", render=False), texts.SELF_ATTENTION
+            attention_heatmap_view("Self-attention heatmap", "self-attention"), texts.SELF_ATTENTION
         )
         gr.Markdown(texts.ALL_HEADS, elem_classes="explain")
         # No label badge: it would cover the first head's name (the text above says what this is).

@@ -14,6 +14,7 @@ from gradio.components.plot import PlotData
 from explorer.analysis import snapshot
 from explorer.session import InputError
 from explorer.ui import insights, model_store, views
+from explorer.ui.heatmap import heatmap_value
 from explorer.ui.layout import SESSION_BUTTONS
 from explorer.ui.views import MEAN, ExplorerState
 from explorer.viz.figure_json import figure_json
@@ -90,7 +91,12 @@ def _figure(st: ExplorerState, figure: dict | None, name: str) -> PlotData | Non
 
 
 def self_tab(st: ExplorerState) -> Updates:
-    return {"self_plot": _figure(st, views.self_attention_figure(st), "self-attention"), "heads": views.heads_image(st)}
+    return {"self_plot": self_heatmap(st), "heads": views.heads_image(st)}
+
+
+def self_heatmap(st: ExplorerState) -> dict:
+    """The self-attention heatmap's value (drawn by the page's own component, explorer/ui/heatmap.py)."""
+    return heatmap_value(views.self_attention_figure(st), st.image_format, "self-attention")
 
 
 def cross_tab(st: ExplorerState) -> Updates:

@@ -138,5 +138,5 @@ def page(browser, app_url):
 def wait_ready(page) -> None:
     page.wait_for_selector("#token-strip .token", timeout=180_000)
     page.wait_for_function(
-        "() => { const g = document.querySelector('#self-attention .js-plotly-plot'); return g && g.data; }"
+        "() => { const g = document.querySelector('#self-attention .attention-figure'); return g && g.data; }"
     )

@@ -19,7 +19,7 @@ def plot(page, elem_id: str) -> dict:
     """Traces and title of the plotly figure inside a gr.Plot."""
     return page.evaluate(
         """id => {
-            const g = document.querySelector(`#${id} .js-plotly-plot`);
+            const g = document.querySelector(`#${id} :is(.js-plotly-plot, .attention-figure)`);
             if (!g || !g.data) return null;
             // the app sends arrays as plotly typed arrays {dtype, bdata (base64), shape}: decode to rows
             const kinds = {f8: Float64Array, f4: Float32Array, i4: Int32Array, i2: Int16Array, i1: Int8Array,
@@ -57,7 +57,7 @@ def plot(page, elem_id: str) -> dict:
 
 def wait_plot_title(page, elem_id: str, text: str) -> None:
     page.wait_for_function(
-        """([id, text]) => { const g = document.querySelector(`#${id} .js-plotly-plot`);
+        """([id, text]) => { const g = document.querySelector(`#${id} :is(.js-plotly-plot, .attention-figure)`);
             const t = g && g.layout && g.layout.title; return t && (t.text || t).includes(text); }""",
         arg=[elem_id, text],
     )
@@ -65,7 +65,7 @@ def wait_plot_title(page, elem_id: str, text: str) -> None:
 
 def wait_plot_rows(page, elem_id: str, n: int) -> None:
     page.wait_for_function(
-        """([id, n]) => { const g = document.querySelector(`#${id} .js-plotly-plot`);
+        """([id, n]) => { const g = document.querySelector(`#${id} :is(.js-plotly-plot, .attention-figure)`);
             const z = g && g.data && g.data[0].z;
             return z && (z.shape ? Number(String(z.shape).split(',')[0]) : z.length) === n; }""",
         arg=[elem_id, n],

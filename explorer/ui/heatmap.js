@@ -1,0 +1,344 @@
+// The attention heatmap, drawn in the page as one SVG (explorer/ui/heatmap.py).
+//
+// It reads the figure the server builds for Plotly (explorer/viz/heatmap.py, window.py): data[0]
+// is the heatmap (z as a typed array, x and y labels, colour scale, hover template), data[1] an
+// optional overview, layout the title, ticks, margins, axis domains and outlined rows. A redraw is
+// one innerHTML: the cells are one image at one pixel per cell, scaled up without smoothing, so
+// every cell keeps its exact colour; text and outlines are vector. Plotly lays a figure out anew on
+// every update (tens of ms a Step); this takes a few.
+//
+// Runs as gr.HTML's js_on_load: `element`, `props` and `watch` come from Gradio.
+(() => {
+  const figureBox = element.querySelector(".attention-figure");
+  const tip = element.querySelector(".attention-tip");
+  const download = element.querySelector(".attention-download");
+  const NS = "http://www.w3.org/2000/svg";
+  const FONT = "'Open Sans', Arial, sans-serif";
+  const COLORBAR_SPACE = 64; // the colour bar and its labels, right of the plot
+  const KEY_LABELS = 32; // as explorer/viz/heatmap.py: when zoomed, every k-th label of the range
+  const QUERY_LABELS = 48;
+  let zoom = null; // {r0, r1, c0, c1}: the rows and columns shown, or null for all
+  let drawn = null; // what the last draw placed where, for the hover and the zoom
+
+  const KINDS = { f4: Float32Array, f8: Float64Array };
+
+  function decode(z) {
+    const text = atob(z.bdata);
+    const bytes = new Uint8Array(text.length);
+    for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+    const [rows, cols] = String(z.shape).split(",").map(Number);
+    return { values: new KINDS[z.dtype](bytes.buffer), rows, cols };
+  }
+
+  function hexRgb(hex) {
+    const n = parseInt(hex.slice(1), 16);
+    return [(n >> 16) & 255, (n >> 8) & 255, n & 255];
+  }
+
+  // 256 colours along the scale's stops (linear in RGB between stops, as Plotly interpolates).
+  function palette(scale) {
+    const stops = scale.map(([at, hex]) => [at, hexRgb(hex)]);
+    const out = new Uint8ClampedArray(256 * 3);
+    for (let i = 0; i < 256; i++) {
+      const v = i / 255;
+      let k = 1;
+      while (k < stops.length - 1 && stops[k][0] < v) k++;
+      const [a, ca] = stops[k - 1], [b, cb] = stops[k];
+      const t = b > a ? Math.min(1, Math.max(0, (v - a) / (b - a))) : 0;
+      for (let c = 0; c < 3; c++) out[i * 3 + c] = ca[c] + (cb[c] - ca[c]) * t;
+    }
+    return out;
+  }
+
+  // Paint the cells r0..r1 x c0..c1 into a canvas, one pixel per cell (the page scales it up
+  // without smoothing); an empty (NaN) cell takes the background colour (grey for the future).
+  function paintCells(grid, trace, r0, r1, c0, c1, background) {
+    const w = c1 - c0, h = r1 - r0, colours = palette(trace.colorscale), empty = hexRgb(background);
+    const lo = trace.zmin ?? 0, span = (trace.zmax ?? 1) - lo;
+    const canvas = document.createElement("canvas");
+    canvas.width = w;
+    canvas.height = h;
+    const context = canvas.getContext("2d");
+    const image = context.createImageData(w, h), px = image.data;
+    for (let r = 0; r < h; r++) {
+      for (let c = 0; c < w; c++) {
+        const v = grid.values[(r + r0) * grid.cols + c + c0];
+        const p = (r * w + c) * 4;
+        const rgb = Number.isNaN(v) ? empty : null;
+        const i = rgb ? 0 : Math.round(Math.min(1, Math.max(0, (v - lo) / span)) * 255) * 3;
+        px[p] = rgb ? rgb[0] : colours[i];
+        px[p + 1] = rgb ? rgb[1] : colours[i + 1];
+        px[p + 2] = rgb ? rgb[2] : colours[i + 2];
+        px[p + 3] = 255;
+      }
+    }
+    context.putImageData(image, 0, 0);
+    return canvas;
+  }
+
+  // The part of box `a` inside box `b`.
+  function clipTo(a, b) {
+    const x = Math.max(a.x, b.x), y = Math.max(a.y, b.y);
+    return { x, y, w: Math.min(a.x + a.w, b.x + b.w) - x, h: Math.min(a.y + a.h, b.y + b.h) - y };
+  }
+
+  // A painted canvas placed over `box` of the figure.
+  function place(canvas, box) {
+    canvas.className = "attention-cells";
+    Object.assign(canvas.style, { left: `${box.x}px`, top: `${box.y}px`, width: `${box.w}px`, height: `${box.h}px` });
+    return canvas;
+  }
+
+  const escapeText = (s) => String(s).replace(/&(?!(amp|lt|gt);)/g, "&amp;").replace(/</g, "&lt;");
+
+  function textLines(text, x, y, attrs) {
+    const lines = String(text).split("<br>");
+    const spans = lines.map((line, i) => `<tspan x="${x}" dy="${i ? "1.2em" : 0}">${escapeText(line)}</tspan>`);
+    return `<text x="${x}" y="${y}" ${attrs}>${spans.join("")}</text>`;
+  }
+
+  // Which labels of first..last to show: the figure's own ticks, or every k-th when zoomed.
+  function ticks(labels, axis, first, last, most) {
+    if (!zoom) return axis.tickvals.map((v, k) => [labels.indexOf(v), axis.ticktext[k]]);
+    const step = Math.ceil((last - first) / most);
+    const out = [];
+    for (let i = first; i < last; i += step) out.push([i, labels[i]]);
+    return out;
+  }
+
+  function niceStep(n) {
+    const raw = n / 5, ten = 10 ** Math.floor(Math.log10(raw));
+    return [1, 2, 5, 10].map((m) => m * ten).find((s) => s >= raw);
+  }
+
+  function drawMain(parts, cells, figure, box) {
+    const trace = figure.data[0], layout = figure.layout;
+    const grid = decode(trace.z);
+    const { r0, r1, c0, c1 } = zoom || { r0: 0, r1: grid.rows, c0: 0, c1: grid.cols };
+    const cw = box.w / (c1 - c0), rh = box.h / (r1 - r0);
+    const xOf = (i) => box.x + (i - c0 + 0.5) * cw, yOf = (i) => box.y + (i - r0 + 0.5) * rh; // a cell's centre
+    const rowEdge = (v) => box.y + (v + 0.5 - r0) * rh; // v in rows: -0.5 is the first row's top
+    cells.push(place(paintCells(grid, trace, r0, r1, c0, c1, layout.plot_bgcolor || "#ffffff"), box));
+    for (const shape of layout.shapes || []) {
+      if (shape.xref !== "x") continue;
+      const y0 = Math.max(box.y, rowEdge(shape.y0)), y1 = Math.min(box.y + box.h, rowEdge(shape.y1));
+      if (y1 <= y0) continue; // zoomed away from the outlined row
+      parts.push(`<rect x="${box.x}" y="${y0}" width="${box.w}" height="${y1 - y0}"
+        fill="none" stroke="${shape.line.color}" stroke-width="${shape.line.width}"/>`);
+    }
+    for (const [i, text] of ticks(trace.x, layout.xaxis, c0, c1, KEY_LABELS)) {
+      if (i < c0 || i >= c1) continue;
+      const x = xOf(i), y = box.y + box.h;
+      parts.push(`<line x1="${x}" x2="${x}" y1="${y}" y2="${y + 5}" stroke="#444"/>`);
+      parts.push(`<text transform="translate(${x + 3},${y + 8}) rotate(${layout.xaxis.tickangle || 0})"
+        text-anchor="end" dominant-baseline="middle">${text}</text>`);
+    }
+    for (const [i, text] of ticks(trace.y, layout.yaxis, r0, r1, QUERY_LABELS)) {
+      if (i < r0 || i >= r1) continue;
+      const y = yOf(i);
+      parts.push(`<line x1="${box.x - 5}" x2="${box.x}" y1="${y}" y2="${y}" stroke="#444"/>`);
+      parts.push(`<text x="${box.x - 7}" y="${y}" text-anchor="end" dominant-baseline="middle">${text}</text>`);
+    }
+    const height = layout.height;
+    parts.push(textLines(layout.xaxis.title.text, box.x + box.w / 2, height - 8, 'text-anchor="middle" font-size="14"'));
+    const yTitle = box.y + box.h / 2;
+    parts.push(`<text transform="translate(16,${yTitle}) rotate(-90)" text-anchor="middle" font-size="14">${escapeText(layout.yaxis.title.text)}</text>`);
+    return { grid, trace, r0, r1, c0, c1, cw, rh, box };
+  }
+
+  function drawOverview(parts, cells, figure, box) {
+    const trace = figure.data[1], layout = figure.layout;
+    const grid = decode(trace.z);
+    const [xa, xb] = layout.xaxis2.range, [ya, yb] = layout.yaxis2.range; // y reversed: ya at the bottom
+    const px = (v) => box.x + ((v - xa) / (xb - xa)) * box.w;
+    const py = (v) => box.y + box.h - ((v - ya) / (yb - ya)) * box.h;
+    const half = trace.dx / 2, x0 = trace.x0 - half, y0 = trace.y0 - trace.dy / 2;
+    // The last blocks reach past the last position (they are padded): only the axes' range is shown.
+    const shownCols = Math.min(grid.cols, Math.ceil((xb - x0) / trace.dx));
+    const shownRows = Math.min(grid.rows, Math.ceil((ya - y0) / trace.dy));
+    const painted = paintCells(grid, trace, 0, shownRows, 0, shownCols, layout.plot_bgcolor || "#ffffff");
+    const left = px(x0), top = py(y0);
+    const cellBox = { x: left, y: top, w: px(x0 + shownCols * trace.dx) - left, h: py(y0 + shownRows * trace.dy) - top };
+    cells.push(place(painted, clipTo(cellBox, box)));
+    for (const shape of layout.shapes || []) {
+      if (shape.xref !== "x2") continue;
+      parts.push(`<rect x="${px(shape.x0)}" y="${py(shape.y0)}" width="${px(shape.x1) - px(shape.x0)}"
+        height="${py(shape.y1) - py(shape.y0)}" fill="none" stroke="${shape.line.color}" stroke-width="${shape.line.width}"/>`);
+    }
+    const step = niceStep(xb - xa);
+    for (let v = 0; v <= xb; v += step) {
+      parts.push(`<text x="${px(v)}" y="${box.y + box.h + 12}" text-anchor="middle" font-size="9">${v}</text>`);
+      parts.push(`<text x="${box.x - 4}" y="${py(v)}" text-anchor="end" dominant-baseline="middle" font-size="9">${v}</text>`);
+    }
+    const title = layout.xaxis2.title;
+    parts.push(textLines(title.text, box.x + box.w / 2, box.y + box.h + 30, `text-anchor="middle" font-size="${title.font?.size || 12}"`));
+    return { grid, trace, px, py, box };
+  }
+
+  function drawColorbar(parts, trace, x, y, h) {
+    const gradient = trace.colorscale.map(([at, hex]) => `<stop offset="${1 - at}" stop-color="${hex}"/>`).reverse();
+    const id = `bar-${Math.random().toString(36).slice(2, 9)}`;
+    parts.push(`<linearGradient id="${id}" x1="0" x2="0" y1="0" y2="1">${gradient.join("")}</linearGradient>`);
+    parts.push(`<text x="${x}" y="${y - 8}" font-size="12">${escapeText(trace.colorbar?.title?.text || "")}</text>`);
+    parts.push(`<rect x="${x}" y="${y}" width="12" height="${h}" fill="url(#${id})" stroke="#444" stroke-width="0.5"/>`);
+    for (let v = 0; v <= 1.0001; v += 0.2) {
+      const ty = y + h - v * h;
+      parts.push(`<text x="${x + 16}" y="${ty}" dominant-baseline="middle" font-size="11">${+v.toFixed(1)}</text>`);
+    }
+  }
+
+  function draw() {
+    const figure = props.value;
+    const width = figureBox.clientWidth;
+    if (!figure || !figure.data || !width) {
+      figureBox.innerHTML = "";
+      drawn = null;
+      return;
+    }
+    const started = performance.now();
+    const layout = figure.layout, m = layout.margin, height = layout.height;
+    const plot = { x: m.l, y: m.t, w: width - m.l - m.r - COLORBAR_SPACE, h: height - m.t - m.b };
+    const domain = layout.xaxis.domain || [0, 1];
+    const mainBox = { x: plot.x + domain[0] * plot.w, y: plot.y, w: (domain[1] - domain[0]) * plot.w, h: plot.h };
+    const parts = [], cells = [];
+    parts.push(`<text x="${width * (layout.title.x ?? 0.01)}" y="22" font-size="${layout.title.font?.size || 14}">${escapeText(layout.title.text)}</text>`);
+    const main = drawMain(parts, cells, figure, mainBox);
+    let overview = null;
+    if (figure.data[1]) {
+      const [a, b] = layout.xaxis2.domain, [c, d] = layout.yaxis2.domain;
+      const box = { x: plot.x + a * plot.w, w: (b - a) * plot.w, y: plot.y + (1 - d) * plot.h, h: (d - c) * plot.h };
+      overview = drawOverview(parts, cells, figure, box);
+    }
+    drawColorbar(parts, figure.data[0], plot.x + plot.w + 16, plot.y + 12, plot.h - 12);
+    // The cells' canvases under one SVG of text and outlines.
+    figureBox.style.height = `${height}px`;
+    figureBox.innerHTML = `<svg xmlns="${NS}" width="${width}" height="${height}" font-family="${FONT}" font-size="12" fill="#2a3f5f">${parts.join("")}</svg>`;
+    figureBox.prepend(...cells);
+    drawn = { main, overview };
+    // What the tests and bench/bench_ui.py read: the figure shown, and when it was drawn.
+    figureBox.data = figure.data;
+    figureBox.layout = layout;
+    figureBox.drawnAt = performance.now();
+    figureBox.drawMs = figureBox.drawnAt - started;
+    figureBox.dispatchEvent(new CustomEvent("drawn", { detail: { started, ms: figureBox.drawMs } }));
+    download.textContent = `⤓ ${(figure.config?.toImageButtonOptions?.format || "png").toUpperCase()}`;
+  }
+
+  // The hover: the cell under the pointer, in the trace's own hover template.
+  function fill(template, values) {
+    return template
+      .replace("<extra></extra>", "")
+      .replace(/%\{(\w)(?::\.(\d)f)?\}/g, (_, key, digits) => {
+        const v = values[key];
+        return digits !== undefined && typeof v === "number" ? v.toFixed(Number(digits)) : v;
+      });
+  }
+
+  function cellAt(event) {
+    if (!drawn) return null;
+    const rect = figureBox.getBoundingClientRect();
+    const x = event.clientX - rect.left, y = event.clientY - rect.top;
+    const { main, overview } = drawn;
+    const inside = (b) => x >= b.x && x < b.x + b.w && y >= b.y && y < b.y + b.h;
+    if (inside(main.box)) {
+      const r = Math.min(main.r1 - 1, main.r0 + Math.floor((y - main.box.y) / main.rh));
+      const c = Math.min(main.c1 - 1, main.c0 + Math.floor((x - main.box.x) / main.cw));
+      const z = main.grid.values[r * main.grid.cols + c];
+      return { x, y, r, c, text: Number.isNaN(z) ? null : fill(main.trace.hovertemplate, { x: main.trace.x[c], y: main.trace.y[r], z }) };
+    }
+    if (overview && inside(overview.box)) {
+      const t = overview.trace, layout = props.value.layout;
+      const [xa, xb] = layout.xaxis2.range, [ya, yb] = layout.yaxis2.range;
+      const vx = xa + ((x - overview.box.x) / overview.box.w) * (xb - xa);
+      const vy = ya + ((overview.box.y + overview.box.h - y) / overview.box.h) * (yb - ya);
+      const c = Math.floor((vx - t.x0 + t.dx / 2) / t.dx), r = Math.floor((vy - t.y0 + t.dy / 2) / t.dy);
+      const z = overview.grid.values[r * overview.grid.cols + c];
+      if (r < 0 || c < 0 || r >= overview.grid.rows || c >= overview.grid.cols || Number.isNaN(z)) return { x, y, text: null };
+      return { x, y, text: fill(t.hovertemplate, { x: t.x0 + c * t.dx, y: t.y0 + r * t.dy, z }) };
+    }
+    return null;
+  }
+
+  figureBox.addEventListener("pointermove", (event) => {
+    const cell = cellAt(event);
+    if (!cell || !cell.text) {
+      tip.hidden = true;
+      return;
+    }
+    tip.innerHTML = cell.text;
+    tip.hidden = false;
+    tip.style.left = `${cell.x + 14}px`;
+    tip.style.top = `${cell.y + 14}px`;
+  });
+  figureBox.addEventListener("pointerleave", () => (tip.hidden = true));
+
+  // Zoom: drag over the heatmap to show those rows and columns; double-click to show all again.
+  let dragFrom = null;
+  figureBox.addEventListener("pointerdown", (event) => {
+    const cell = cellAt(event);
+    dragFrom = cell && cell.r !== undefined ? cell : null;
+  });
+  figureBox.addEventListener("pointerup", (event) => {
+    const cell = cellAt(event);
+    if (dragFrom && cell && cell.r !== undefined && (Math.abs(cell.r - dragFrom.r) > 1 || Math.abs(cell.c - dragFrom.c) > 1)) {
+      zoom = {
+        r0: Math.min(cell.r, dragFrom.r), r1: Math.max(cell.r, dragFrom.r) + 1,
+        c0: Math.min(cell.c, dragFrom.c), c1: Math.max(cell.c, dragFrom.c) + 1,
+      };
+      draw();
+    }
+    dragFrom = null;
+  });
+  figureBox.addEventListener("dblclick", () => {
+    zoom = null;
+    draw();
+  });
+
+  // Download what is shown: the SVG itself, or drawn into a canvas at twice the size for a PNG.
+  download.addEventListener("click", () => {
+    const shown = figureBox.querySelector("svg");
+    if (!shown) return;
+    const svg = shown.cloneNode(true); // with the cells as images under the text and outlines
+    for (const canvas of [...figureBox.querySelectorAll("canvas")].reverse()) {
+      const image = document.createElementNS(NS, "image");
+      const at = { x: canvas.style.left, y: canvas.style.top, width: canvas.style.width, height: canvas.style.height };
+      for (const [name, value] of Object.entries(at)) image.setAttribute(name, parseFloat(value));
+      image.setAttribute("preserveAspectRatio", "none");
+      image.setAttribute("style", "image-rendering: pixelated");
+      image.setAttribute("href", canvas.toDataURL("image/png"));
+      svg.prepend(image);
+    }
+    const options = props.value.config?.toImageButtonOptions || {};
+    const name = options.filename || "heatmap", format = options.format || "png";
+    const blob = new Blob([new XMLSerializer().serializeToString(svg)], { type: "image/svg+xml" });
+    const save = (file) => {
+      const link = document.createElement("a");
+      link.href = URL.createObjectURL(file);
+      link.download = `${name}.${format}`;
+      link.click();
+      setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+    };
+    if (format === "svg") return save(blob);
+    const image = new Image();
+    image.onload = () => {
+      const canvas = document.createElement("canvas");
+      canvas.width = shown.width.baseVal.value * 2;
+      canvas.height = shown.height.baseVal.value * 2;
+      const context = canvas.getContext("2d");
+      context.fillStyle = "white";
+      context.fillRect(0, 0, canvas.width, canvas.height);
+      context.imageSmoothingEnabled = false;
+      context.drawImage(image, 0, 0, canvas.width, canvas.height);
+      canvas.toBlob(save, "image/png");
+    };
+    image.src = URL.createObjectURL(blob);
+  });
+
+  watch("value", () => {
+    zoom = null; // a new figure (a step, another layer or head): all of it, as Plotly did
+    draw();
+  });
+  new ResizeObserver(() => draw()).observe(figureBox);
+  figureBox.redraw = draw;
+  draw();
+})();
