@@ -130,14 +130,14 @@
       if (i < c0 || i >= c1) continue;
       const x = xOf(i), y = box.y + box.h;
       parts.push(`<line x1="${x}" x2="${x}" y1="${y}" y2="${y + 5}" stroke="#444"/>`);
-      parts.push(`<text transform="translate(${x + 3},${y + 8}) rotate(${layout.xaxis.tickangle || 0})"
-        text-anchor="end" dominant-baseline="middle">${text}</text>`);
+      parts.push(`<g class="xtick"><text transform="translate(${x + 3},${y + 8}) rotate(${layout.xaxis.tickangle || 0})"
+        text-anchor="end" dominant-baseline="middle">${text}</text></g>`);
     }
     for (const [i, text] of ticks(trace.y, layout.yaxis, r0, r1, QUERY_LABELS)) {
       if (i < r0 || i >= r1) continue;
       const y = yOf(i);
       parts.push(`<line x1="${box.x - 5}" x2="${box.x}" y1="${y}" y2="${y}" stroke="#444"/>`);
-      parts.push(`<text x="${box.x - 7}" y="${y}" text-anchor="end" dominant-baseline="middle">${text}</text>`);
+      parts.push(`<g class="ytick"><text x="${box.x - 7}" y="${y}" text-anchor="end" dominant-baseline="middle">${text}</text></g>`);
     }
     const height = layout.height;
     parts.push(textLines(layout.xaxis.title.text, box.x + box.w / 2, height - 8, 'text-anchor="middle" font-size="14"'));
@@ -201,7 +201,12 @@
     const domain = layout.xaxis.domain || [0, 1];
     const mainBox = { x: plot.x + domain[0] * plot.w, y: plot.y, w: (domain[1] - domain[0]) * plot.w, h: plot.h };
     const parts = [], cells = [];
-    parts.push(`<text x="${width * (layout.title.x ?? 0.01)}" y="22" font-size="${layout.title.font?.size || 14}">${escapeText(layout.title.text)}</text>`);
+    const trace = figure.data[0], at = (label) => String(label).split(" ")[0]; // labels are "position token"
+    const zoomed = zoom
+      ? ` · zoomed: queries ${at(trace.y[zoom.r0])}-${at(trace.y[zoom.r1 - 1])}, keys ${at(trace.x[zoom.c0])}-${at(trace.x[zoom.c1 - 1])} (double-click for all)`
+      : "";
+    const title = escapeText(layout.title.text + zoomed);
+    parts.push(`<text x="${width * (layout.title.x ?? 0.01)}" y="22" font-size="${layout.title.font?.size || 14}">${title}</text>`);
     const main = drawMain(parts, cells, figure, mainBox);
     let overview = null;
     if (figure.data[1]) {

@@ -1,11 +1,13 @@
-"""The self-attention heatmap as a component of our own: gr.HTML that draws in the page.
+"""The attention heatmaps (self, cross, encoder) as a component of our own: gr.HTML that draws
+in the page.
 
-Its value is the figure the views build for Plotly (``explorer.viz.attention_heatmap``, with the
-overview of ``explorer.viz.window``), and ``heatmap.js`` draws it as one SVG. A Step changes one
-row of this view, and Plotly lays out a whole figure anew on every update (its axes, ticks and
-colour bar: 35-80 ms a Step, bench/bench_ui.py); this draws the same cells, labels, outlines and
-hover text in a few milliseconds. Drag to zoom, double-click for all, and a download button
-(PNG or SVG, as the page's setting says) take the place of Plotly's bar.
+Its value is the figure the views build in Plotly's form (``explorer.viz.attention_heatmap``,
+with the overview of ``explorer.viz.window``), and ``heatmap.js`` draws it: canvases of one pixel
+per cell under one SVG of labels and outlines. A Step adds one row to these views, and Plotly
+lays out a whole figure anew on every update (its axes, ticks and colour bar: 35-80 ms a Step,
+bench/bench_ui.py); this draws the same cells, labels, outlines and hover text in 3-8 ms. Drag
+to zoom, double-click for all, and a download button (PNG or SVG, as the page's setting says)
+take the place of Plotly's bar.
 """
 
 from __future__ import annotations

@@ -115,8 +115,8 @@ class Page:
     self_plot: gr.HTML
     heads: gr.Image
     cross_tab: gr.Tab
-    cross_plot: gr.Plot
-    encoder_plot: gr.Plot
+    cross_plot: gr.HTML
+    encoder_plot: gr.HTML
     layers_tab: gr.Tab
     layers_plot: gr.Plot
     cache_tab: gr.Tab
@@ -306,11 +306,10 @@ def attention_tabs() -> dict:
         )  # fmt: skip
     with gr.Tab("Cross-attention", id="cross", visible=False, elem_id="tab-cross") as made["cross_tab"]:
         made["cross_plot"] = figure_beside_text(
-            gr.Plot(label="Cross-attention heatmap", elem_id="cross-attention", render=False), texts.CROSS_ATTENTION
+            attention_heatmap_view("Cross-attention heatmap", "cross-attention"), texts.CROSS_ATTENTION
         )
         made["encoder_plot"] = figure_beside_text(
-            gr.Plot(label="Encoder self-attention", elem_id="encoder-attention", render=False),
-            texts.ENCODER_ATTENTION,
+            attention_heatmap_view("Encoder self-attention", "encoder-attention"), texts.ENCODER_ATTENTION
         )
     with gr.Tab("Every layer", id="layers", elem_id="tab-layers") as made["layers_tab"]:
         gr.Markdown(texts.EVERY_LAYER, elem_classes="explain")

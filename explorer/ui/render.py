@@ -28,9 +28,14 @@ FIGURES = (
     "cost_info", "kept",
 )  # fmt: skip
 STEP_VIEWS = ("state", "status", "strip", "candidates", "cache_info", *FIGURES)
-# What only a new session changes, and what only a new model changes.
-SESSION_VIEWS = ("layer", "head", "source", "source_note", "cross_tab")
-MODEL_VIEWS = ("model_info", "text", "chat", "decoder_examples", "translator_examples", "model", *SESSION_BUTTONS)
+# What only a new session changes, and what only a new model changes. Layout blocks (a tab, a
+# column) are model views only: with a block among its outputs, every change of an event's
+# progress makes Gradio's page read the value of every component inside the block (~20 ms a Step
+# for the cross-attention tab, bench/bench_ui.py), and a Step never changes the model.
+SESSION_VIEWS = ("layer", "head", "source", "source_note")
+MODEL_VIEWS = (
+    "model_info", "text", "chat", "decoder_examples", "translator_examples", "cross_tab", "model", *SESSION_BUTTONS
+)  # fmt: skip
 
 
 def plot(figure: dict | None, image_format: str = "png", name: str = "figure") -> PlotData | None:
@@ -101,8 +106,8 @@ def self_heatmap(st: ExplorerState) -> dict:
 
 def cross_tab(st: ExplorerState) -> Updates:
     return {
-        "cross_plot": _figure(st, views.cross_attention_figure(st), "cross-attention"),
-        "encoder_plot": _figure(st, views.encoder_attention_figure(st), "encoder-attention"),
+        "cross_plot": heatmap_value(views.cross_attention_figure(st), st.image_format, "cross-attention"),
+        "encoder_plot": heatmap_value(views.encoder_attention_figure(st), st.image_format, "encoder-attention"),
     }
 
 
@@ -151,7 +156,6 @@ def session_views(st: ExplorerState) -> Updates:
         ),
         "source": gr.HighlightedText(value=views.source_strip(session) if translator else None, visible=translator),
         "source_note": gr.Markdown(value=note or "", visible=note is not None),
-        "cross_tab": gr.Tab(visible=translator),
     }
 
 
@@ -170,6 +174,7 @@ def model_views(loaded) -> Updates:
         "strip": gr.HighlightedText(color_map=views.strip_colors(translator)),
         "decoder_examples": gr.Column(visible=not translator),
         "translator_examples": gr.Column(visible=translator),
+        "cross_tab": gr.Tab(visible=translator),
     }
 
 

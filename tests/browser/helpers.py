@@ -76,7 +76,8 @@ def tick_labels_fit(page, elem_id: str, axes: str = "xy") -> bool:
     """Every tick label of a plotly figure lies inside the figure (none cut at an edge), and
     neighbouring x labels are far enough apart not to overlap (they slant at 60 degrees)."""
     return page.evaluate(
-        """([id, axes]) => { const svg = document.querySelector(`#${id} .main-svg`).getBoundingClientRect();
+        """([id, axes]) => { const svg = document.querySelector(`#${id} :is(.main-svg, .attention-figure svg)`)
+                .getBoundingClientRect();
             const inside = r => r.left >= svg.left - 1 && r.right <= svg.right + 1 && r.bottom <= svg.bottom + 1;
             const labels = a => Array.from(document.querySelectorAll(`#${id} .${a}tick text`));
             if (![...axes].every(a => labels(a).every(t => inside(t.getBoundingClientRect())))) return false;

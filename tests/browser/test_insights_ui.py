@@ -163,20 +163,30 @@ def test_architecture_and_the_cost_of_a_step(page):
 
 
 def test_figures_download_as_png_and_svg(page, tmp_path):
+    """Plotly's figures (the timing chart) from its camera button, the heatmap from its own button."""
     start(page, steps=1)
-    target = page.locator("#self-attention .js-plotly-plot")
     for fmt, magic in (("png", b"\x89PNG"), ("svg", b"<svg")):
         if fmt == "svg":
             page.click("#share")  # the accordion
             page.click("#image-format label:has-text('svg')")
             idle(page)
-            page.wait_for_timeout(500)
-        target.hover()
+            page.wait_for_function(
+                "() => document.querySelector('#self-attention .attention-download').textContent.includes('SVG')"
+            )
         with page.expect_download() as download:
-            page.locator("#self-attention .modebar-btn[data-title^='Download plot']").click()
+            page.click("#self-attention .attention-download")
         path = tmp_path / download.value.suggested_filename
         download.value.save_as(path)
-        assert path.suffix == f".{fmt}" and path.read_bytes()[:4] == magic[:4]
+        assert path.name == f"decoder-explorer-self-attention.{fmt}" and path.read_bytes()[:4] == magic[:4]
+        if fmt == "svg":  # the cells are in it (as images, one pixel per cell), and the labels
+            text = path.read_text()
+            assert text.count("<image") == 1 and "Causal self-attention" in text and "queries (who reads)" in text
+    open_tab(page, "KV cache")
+    wait_plot_title(page, "timing", "Milliseconds per step")
+    page.locator("#timing .js-plotly-plot").hover()
+    with page.expect_download() as download:
+        page.locator("#timing .modebar-btn[data-title^='Download plot']").click()
+    assert download.value.suggested_filename.endswith(".svg")
 
 
 def test_save_a_session_and_open_it_elsewhere(page, browser, app_url, tmp_path):

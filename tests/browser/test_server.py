@@ -60,8 +60,11 @@ def step_outputs(client) -> dict:
 
 
 def plot_title(value) -> str:
+    """The title of a gr.Plot's value, or of the heatmap's (explorer/ui/heatmap.py: the figure itself)."""
     import json
 
+    if isinstance(value, dict) and "layout" in value:
+        return value["layout"]["title"]["text"]
     plot = value.get("plot") if isinstance(value, dict) else None
     return json.loads(plot)["layout"]["title"]["text"] if plot else ""
 
