@@ -112,6 +112,9 @@ def test_head_roles_overview_opens_a_head(page):
 def test_causal_proof_and_the_mask_free_sandbox(page):
     n = start(page)
     open_tab(page, "Causal proof")
+    # Once the tab has shown (its views, computed before the check, would overwrite the check's result).
+    page.wait_for_function("() => document.querySelector('#parallel-info').innerText.includes('Press')")
+    idle(page)
     page.click("#parallel-check")
     page.wait_for_function("() => document.querySelector('#parallel-info').innerText.includes('Over all')")
     info = page.inner_text("#parallel-info")

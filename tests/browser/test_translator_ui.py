@@ -118,6 +118,10 @@ def test_translator_logit_lens_and_causal_proof(page):
     rows = page.evaluate("() => Array.from(document.querySelector('#logit-lens .js-plotly-plot').data[0].y)")
     assert rows == ["embeddings", "layer 0", "layer 1", "layer 2"]
     page.click("button[role=tab]:has-text('Causal proof')")
+    # As a person would, once the tab has shown: a check clicked while the tab's own views are on
+    # their way can be overwritten by them (they were computed before the check).
+    page.wait_for_function("() => document.querySelector('#parallel-info').innerText.includes('Press')")
+    idle(page)
     page.click("#parallel-check")
     page.wait_for_function("() => document.querySelector('#parallel-info').innerText.includes('Over all 4 positions')")
     assert "✓" in page.inner_text("#parallel-info")
