@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 MASK_RGB = np.array([189, 189, 189], dtype=np.float32)
@@ -18,19 +20,16 @@ def head_thumbnails(attention: np.ndarray, causal: bool, size: int = CELL, gamma
 
     A square gamma makes small weights visible; masked future cells are grey.
     """
-    heads, n_q, n_k = attention.shape
+    _, n_q, n_k = attention.shape  # (heads, queries, keys)
     # Nearest-neighbour resize to exactly size x size: sample the cells first, then colour only
     # those (size² per head, not Q x K: the same pixels, whatever the length).
     rows = (np.arange(size) * n_q // size)[:, None]  # (size, 1) query of each pixel row
     cols = (np.arange(size) * n_k // size)[None, :]  # (1, size) key of each pixel column
     masked = cols > rows + (n_k - n_q) if causal else np.zeros((size, size), bool)  # (size, size)
-    out = []
-    for h in range(heads):
-        w = np.clip(attention[h][rows, cols], 0.0, 1.0) ** gamma  # (size, size)
-        rgb = LOW_RGB + (HIGH_RGB - LOW_RGB) * w[..., None]  # (size, size, 3)
-        rgb[masked] = MASK_RGB
-        out.append(rgb.astype(np.uint8))
-    return out
+    w = np.clip(attention[:, rows, cols], 0.0, 1.0) ** gamma  # (heads, size, size): every head at once
+    rgb = LOW_RGB + (HIGH_RGB - LOW_RGB) * w[..., None]  # (heads, size, size, 3)
+    rgb[:, masked] = MASK_RGB
+    return list(rgb.astype(np.uint8))
 
 
 def head_grid(attention: np.ndarray, causal: bool, columns: int = GRID_COLUMNS):
@@ -39,16 +38,27 @@ def head_grid(attention: np.ndarray, causal: bool, columns: int = GRID_COLUMNS):
     One image is one file to send and one element to draw (a gallery of nine cost the page
     about 90 ms a step). ``head_at`` maps a click on it back to a head.
     """
-    from PIL import Image, ImageDraw
+    from PIL import Image
 
     thumbs = head_thumbnails(attention, causal)
-    n_rows = -(-len(thumbs) // columns)
-    grid = Image.new("RGB", (columns * (CELL + GAP), n_rows * (CELL + GAP + LABEL)), "white")
-    draw = ImageDraw.Draw(grid)
+    grid = _labelled_grid(len(thumbs), columns).copy()
     for h, thumb in enumerate(thumbs):
         x, y = (h % columns) * (CELL + GAP), (h // columns) * (CELL + GAP + LABEL)
-        draw.text((x + 2, y + 2), f"head {h}", fill=(40, 40, 40))
         grid.paste(Image.fromarray(thumb), (x, y + LABEL))
+    return grid
+
+
+@functools.lru_cache(maxsize=8)
+def _labelled_grid(n_heads: int, columns: int):
+    """The white grid with its "head h" labels, drawn once per head count (the text is the slow part)."""
+    from PIL import Image, ImageDraw
+
+    n_rows = -(-n_heads // columns)
+    grid = Image.new("RGB", (columns * (CELL + GAP), n_rows * (CELL + GAP + LABEL)), "white")
+    draw = ImageDraw.Draw(grid)
+    for h in range(n_heads):
+        x, y = (h % columns) * (CELL + GAP), (h // columns) * (CELL + GAP + LABEL)
+        draw.text((x + 2, y + 2), f"head {h}", fill=(40, 40, 40))
     return grid
 
 
