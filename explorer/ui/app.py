@@ -144,7 +144,9 @@ def wire(demo: gr.Blocks, page: Page) -> None:
 def wire_view_choices(page: Page, figures: list, quick: dict) -> None:
     """The token, layer, head and tab a person looks at: each choice redraws the open tab's figures."""
     state = page.state
-    page.strip.select(on(page, events.on_token_click), [state], [page.strip, *figures], **quick)
+    # A token picked in the strip, or a row of a heatmap (its position is the event's index).
+    for picker in (page.strip, page.self_plot, page.cross_plot):
+        picker.select(on(page, events.on_token_click), [state], [page.strip, *figures], **quick)
     choice = [state, page.layer, page.head]
     page.layer.release(on(page, events.on_layer_or_head), choice, figures, **quick)
     page.head.input(on(page, events.on_layer_or_head), choice, figures, **quick)

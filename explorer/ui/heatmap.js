@@ -89,6 +89,8 @@
     return canvas;
   }
 
+  const position = (label) => parseInt(label, 10); // axis labels are "position token" (explorer/viz/labels.py)
+
   const escapeText = (s) => String(s).replace(/&(?!(amp|lt|gt);)/g, "&amp;").replace(/</g, "&lt;");
 
   function textLines(text, x, y, attrs) {
@@ -201,9 +203,9 @@
     const domain = layout.xaxis.domain || [0, 1];
     const mainBox = { x: plot.x + domain[0] * plot.w, y: plot.y, w: (domain[1] - domain[0]) * plot.w, h: plot.h };
     const parts = [], cells = [];
-    const trace = figure.data[0], at = (label) => String(label).split(" ")[0]; // labels are "position token"
+    const trace = figure.data[0];
     const zoomed = zoom
-      ? ` · zoomed: queries ${at(trace.y[zoom.r0])}-${at(trace.y[zoom.r1 - 1])}, keys ${at(trace.x[zoom.c0])}-${at(trace.x[zoom.c1 - 1])} (double-click for all)`
+      ? ` · zoomed: queries ${position(trace.y[zoom.r0])}-${position(trace.y[zoom.r1 - 1])}, keys ${position(trace.x[zoom.c0])}-${position(trace.x[zoom.c1 - 1])} (double-click for all)`
       : "";
     const title = escapeText(layout.title.text + zoomed);
     parts.push(`<text x="${width * (layout.title.x ?? 0.01)}" y="22" font-size="${layout.title.font?.size || 14}">${title}</text>`);
@@ -249,7 +251,8 @@
       const r = Math.min(main.r1 - 1, main.r0 + Math.floor((y - main.box.y) / main.rh));
       const c = Math.min(main.c1 - 1, main.c0 + Math.floor((x - main.box.x) / main.cw));
       const z = main.grid.values[r * main.grid.cols + c];
-      return { x, y, r, c, text: Number.isNaN(z) ? null : fill(main.trace.hovertemplate, { x: main.trace.x[c], y: main.trace.y[r], z }) };
+      const text = Number.isNaN(z) ? null : fill(main.trace.hovertemplate, { x: main.trace.x[c], y: main.trace.y[r], z });
+      return { x, y, r, c, text, query: position(main.trace.y[r]) };
     }
     if (overview && inside(overview.box)) {
       const t = overview.trace, layout = props.value.layout;
@@ -258,8 +261,9 @@
       const vy = ya + ((overview.box.y + overview.box.h - y) / overview.box.h) * (yb - ya);
       const c = Math.floor((vx - t.x0 + t.dx / 2) / t.dx), r = Math.floor((vy - t.y0 + t.dy / 2) / t.dy);
       const z = overview.grid.values[r * overview.grid.cols + c];
-      if (r < 0 || c < 0 || r >= overview.grid.rows || c >= overview.grid.cols || Number.isNaN(z)) return { x, y, text: null };
-      return { x, y, text: fill(t.hovertemplate, { x: t.x0 + c * t.dx, y: t.y0 + r * t.dy, z }) };
+      const query = Math.min(Math.max(Math.round(vy), 0), Math.round(ya - 0.5)); // the row under the pointer
+      if (r < 0 || c < 0 || r >= overview.grid.rows || c >= overview.grid.cols || Number.isNaN(z)) return { x, y, query, text: null };
+      return { x, y, query, text: fill(t.hovertemplate, { x: t.x0 + c * t.dx, y: t.y0 + r * t.dy, z }) };
     }
     return null;
   }
@@ -278,26 +282,44 @@
   figureBox.addEventListener("pointerleave", () => (tip.hidden = true));
 
   // Zoom: drag over the heatmap to show those rows and columns; double-click to show all again.
-  let dragFrom = null;
+  let dragFrom = null, dragged = false, pendingSelect = null;
   figureBox.addEventListener("pointerdown", (event) => {
     const cell = cellAt(event);
     dragFrom = cell && cell.r !== undefined ? cell : null;
   });
   figureBox.addEventListener("pointerup", (event) => {
     const cell = cellAt(event);
-    if (dragFrom && cell && cell.r !== undefined && (Math.abs(cell.r - dragFrom.r) > 1 || Math.abs(cell.c - dragFrom.c) > 1)) {
-      zoom = {
-        r0: Math.min(cell.r, dragFrom.r), r1: Math.max(cell.r, dragFrom.r) + 1,
-        c0: Math.min(cell.c, dragFrom.c), c1: Math.max(cell.c, dragFrom.c) + 1,
-      };
-      draw();
-    }
+    dragged = Boolean(dragFrom && cell && cell.r !== undefined && (Math.abs(cell.r - dragFrom.r) > 1 || Math.abs(cell.c - dragFrom.c) > 1));
+    if (dragged) zoomTo(Math.min(cell.r, dragFrom.r), Math.max(cell.r, dragFrom.r) + 1, Math.min(cell.c, dragFrom.c), Math.max(cell.c, dragFrom.c) + 1);
     dragFrom = null;
   });
+  figureBox.addEventListener("click", (event) => {
+    const cell = cellAt(event);
+    if (dragged || !props.selects_query || !cell || cell.query === undefined || event.detail !== 1) return;
+    // A click picks that query, as a click on its token does; wait a moment in case it is a double-click.
+    clearTimeout(pendingSelect);
+    pendingSelect = setTimeout(() => trigger("select", { index: cell.query, value: cell.query }), 250);
+  });
   figureBox.addEventListener("dblclick", () => {
+    clearTimeout(pendingSelect);
     zoom = null;
     draw();
   });
+
+  // The zoom is kept by its labels: a new figure (a Step) keeps it while the same rows and columns
+  // are where they were; another view (a layer, a head, a moved window) shows all of it.
+  function zoomTo(r0, r1, c0, c1) {
+    const { x, y } = props.value.data[0];
+    zoom = { r0, r1, c0, c1, labels: [y[r0], y[r1 - 1], x[c0], x[c1 - 1]].join("\n"), title: props.value.layout.title.text };
+    draw();
+  }
+
+  function zoomStillFits(figure) {
+    if (!zoom) return false;
+    const { x, y } = figure.data[0], { r0, r1, c0, c1 } = zoom;
+    const sameView = figure.layout.title.text.split(",").slice(0, 3).join() === zoom.title.split(",").slice(0, 3).join();
+    return sameView && [y[r0], y[r1 - 1], x[c0], x[c1 - 1]].join("\n") === zoom.labels;
+  }
 
   // Download what is shown: the SVG itself, or drawn into a canvas at twice the size for a PNG.
   download.addEventListener("click", () => {
@@ -340,7 +362,7 @@
   });
 
   watch("value", () => {
-    zoom = null; // a new figure (a step, another layer or head): all of it, as Plotly did
+    if (!zoomStillFits(props.value)) zoom = null;
     draw();
   });
   new ResizeObserver(() => draw()).observe(figureBox);

@@ -20,7 +20,7 @@ SCRIPT = (Path(__file__).with_name("heatmap.js")).read_text()
 
 TEMPLATE = """
 <div class="attention-tools">
-  <span class="attention-hint">hover for a cell's weight · drag to zoom · double-click for all</span>
+  <span class="attention-hint">hover for a cell's weight · QUERY_HINTdrag to zoom · double-click for all</span>
   <button class="attention-download" type="button" title="Download the figure as shown"></button>
 </div>
 <div class="attention-frame">
@@ -28,6 +28,8 @@ TEMPLATE = """
   <div class="attention-tip" role="status" hidden></div>
 </div>
 """
+
+QUERY_HINT = "click a row to make it the query · "
 
 CSS = """
 .attention-tools { display: flex; justify-content: flex-end; align-items: center; gap: 10px;
@@ -43,11 +45,15 @@ CSS = """
 """
 
 
-def attention_heatmap_view(label: str, elem_id: str) -> gr.HTML:
-    """An empty heatmap (not yet rendered: the layout places it)."""
+def attention_heatmap_view(label: str, elem_id: str, selects_query: bool) -> gr.HTML:
+    """An empty heatmap (not yet rendered: the layout places it). With ``selects_query``, a click
+    on a row (or on the overview) fires the component's ``select`` event with that query's
+    position as ``index``, as a click on the token strip does."""
+    template = TEMPLATE.replace("QUERY_HINT", QUERY_HINT if selects_query else "")
     return gr.HTML(
         value=None, label=label, show_label=True, container=True, elem_id=elem_id, render=False,
-        html_template=TEMPLATE, css_template=CSS, js_on_load=SCRIPT, apply_default_css=False,
+        html_template=template, css_template=CSS, js_on_load=SCRIPT, apply_default_css=False,
+        selects_query=selects_query,
     )  # fmt: skip
 
 

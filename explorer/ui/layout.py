@@ -296,7 +296,7 @@ def attention_tabs() -> dict:
     made = {}
     with gr.Tab("Self-attention", id="self", elem_id="tab-self") as made["self_tab"]:
         made["self_plot"] = figure_beside_text(
-            attention_heatmap_view("Self-attention heatmap", "self-attention"), texts.SELF_ATTENTION
+            attention_heatmap_view("Self-attention heatmap", "self-attention", selects_query=True), texts.SELF_ATTENTION
         )
         gr.Markdown(texts.ALL_HEADS, elem_classes="explain")
         # No label badge: it would cover the first head's name (the text above says what this is).
@@ -305,12 +305,10 @@ def attention_tabs() -> dict:
             interactive=False, elem_id="all-heads", buttons=[],
         )  # fmt: skip
     with gr.Tab("Cross-attention", id="cross", visible=False, elem_id="tab-cross") as made["cross_tab"]:
-        made["cross_plot"] = figure_beside_text(
-            attention_heatmap_view("Cross-attention heatmap", "cross-attention"), texts.CROSS_ATTENTION
-        )
-        made["encoder_plot"] = figure_beside_text(
-            attention_heatmap_view("Encoder self-attention", "encoder-attention"), texts.ENCODER_ATTENTION
-        )
+        cross = attention_heatmap_view("Cross-attention heatmap", "cross-attention", selects_query=True)
+        made["cross_plot"] = figure_beside_text(cross, texts.CROSS_ATTENTION)
+        encoder = attention_heatmap_view("Encoder self-attention", "encoder-attention", selects_query=False)
+        made["encoder_plot"] = figure_beside_text(encoder, texts.ENCODER_ATTENTION)
     with gr.Tab("Every layer", id="layers", elem_id="tab-layers") as made["layers_tab"]:
         gr.Markdown(texts.EVERY_LAYER, elem_classes="explain")
         made["layers_plot"] = gr.Plot(label="The selected token in every layer", elem_id="every-layer")

@@ -92,3 +92,17 @@ def test_hover_says_the_cells_weight_and_a_drag_zooms(page):
     shot(page, "heatmap-zoomed")
     page.mouse.dblclick(*cell_centre(zoomed, 3, 3))
     page.wait_for_function("n => document.querySelector('#self-attention canvas.attention-cells').width === n", arg=n)
+
+
+def test_a_click_on_a_row_makes_it_the_query(page):
+    n = open_the_head(page)
+    page.locator("#self-attention canvas.attention-cells").scroll_into_view_if_needed()
+    cells = page.evaluate(CELLS)
+    page.mouse.click(*cell_centre(cells, 5, 2))
+    page.wait_for_function(  # the strip marks token 5 as the query (the strip's "query" colour)...
+        "() => document.querySelectorAll('#token-strip .token')[5].style.backgroundColor.includes('253, 174, 107')"
+    )
+    idle(page)
+    outline = page.evaluate("() => document.querySelector('#self-attention .attention-figure').layout.shapes[0]")
+    assert (outline["y0"], outline["y1"]) == (4.5, 5.5)  # ...and the heatmap outlines row 5
+    assert page.evaluate(CELLS)["rows"] == n  # a plain click does not zoom

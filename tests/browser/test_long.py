@@ -47,6 +47,18 @@ def test_a_700_token_text_scrolls_the_strip_and_windows_the_heatmap(page):
     idle(page)
     assert plot(page, "self-attention")["traces"][0]["rows"] == WINDOW_ROWS
 
+    # A click in the overview, two thirds down: the window moves to the queries there.
+    overview = page.locator("#self-attention canvas.attention-cells").nth(1)
+    overview.scroll_into_view_if_needed()
+    box = overview.bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] * 2 / 3)
+    page.wait_for_function(
+        """() => { const t = document.querySelector('#self-attention .attention-figure').layout.title.text;
+            const first = Number((t.match(/queries (\\d+)-/) || [])[1]); return first > 0 && first < 500; }"""
+    )
+    idle(page)
+    shot(page, "long-window-moved")
+
     page.click("#step")  # a new token: the strip follows it again
     page.wait_for_function("() => document.querySelector('#status').innerText.includes('2 generated')")
     idle(page)
