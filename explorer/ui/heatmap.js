@@ -366,6 +366,5 @@
     draw();
   });
   new ResizeObserver(() => draw()).observe(figureBox);
-  figureBox.redraw = draw;
   draw();
 })();
