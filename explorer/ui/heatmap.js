@@ -1,11 +1,12 @@
-// The attention heatmap, drawn in the page as one SVG (explorer/ui/heatmap.py).
+// The attention heatmap, drawn in the page (explorer/ui/heatmap.py).
 //
-// It reads the figure the server builds for Plotly (explorer/viz/heatmap.py, window.py): data[0]
-// is the heatmap (z as a typed array, x and y labels, colour scale, hover template), data[1] an
-// optional overview, layout the title, ticks, margins, axis domains and outlined rows. A redraw is
-// one innerHTML: the cells are one image at one pixel per cell, scaled up without smoothing, so
-// every cell keeps its exact colour; text and outlines are vector. Plotly lays a figure out anew on
-// every update (tens of ms a Step); this takes a few.
+// It reads the figure the server builds in Plotly's form (explorer/viz/heatmap.py, window.py):
+// data[0] is the heatmap (z as a typed array, x and y labels, colour scale, hover template),
+// data[1] an optional overview, layout the title, ticks, margins, axis domains and outlined rows.
+// The cells are painted into canvases at one pixel per cell (the scale in 256 steps) and scaled
+// up without smoothing, so no cell is blended with its neighbours; the text, outlines and colour
+// bar are one SVG over them. Plotly lays a figure out anew on every update (tens of ms a Step);
+// this takes a few.
 //
 // Runs as gr.HTML's js_on_load: `element`, `props` and `watch` come from Gradio.
 (() => {
@@ -43,7 +44,8 @@
       const v = i / 255;
       let k = 1;
       while (k < stops.length - 1 && stops[k][0] < v) k++;
-      const [a, ca] = stops[k - 1], [b, cb] = stops[k];
+      const [a, ca] = stops[k - 1],
+        [b, cb] = stops[k];
       const t = b > a ? Math.min(1, Math.max(0, (v - a) / (b - a))) : 0;
       for (let c = 0; c < 3; c++) out[i * 3 + c] = ca[c] + (cb[c] - ca[c]) * t;
     }
@@ -53,13 +55,18 @@
   // Paint the cells r0..r1 x c0..c1 into a canvas, one pixel per cell (the page scales it up
   // without smoothing); an empty (NaN) cell takes the background colour (grey for the future).
   function paintCells(grid, trace, r0, r1, c0, c1, background) {
-    const w = c1 - c0, h = r1 - r0, colours = palette(trace.colorscale), empty = hexRgb(background);
-    const lo = trace.zmin ?? 0, span = (trace.zmax ?? 1) - lo;
+    const w = c1 - c0,
+      h = r1 - r0,
+      colours = palette(trace.colorscale),
+      empty = hexRgb(background);
+    const lo = trace.zmin ?? 0,
+      span = (trace.zmax ?? 1) - lo;
     const canvas = document.createElement("canvas");
     canvas.width = w;
     canvas.height = h;
     const context = canvas.getContext("2d");
-    const image = context.createImageData(w, h), px = image.data;
+    const image = context.createImageData(w, h),
+      px = image.data;
     for (let r = 0; r < h; r++) {
       for (let c = 0; c < w; c++) {
         const v = grid.values[(r + r0) * grid.cols + c + c0];
@@ -78,7 +85,8 @@
 
   // The part of box `a` inside box `b`.
   function clipTo(a, b) {
-    const x = Math.max(a.x, b.x), y = Math.max(a.y, b.y);
+    const x = Math.max(a.x, b.x),
+      y = Math.max(a.y, b.y);
     return { x, y, w: Math.min(a.x + a.w, b.x + b.w) - x, h: Math.min(a.y + a.h, b.y + b.h) - y };
   }
 
@@ -91,7 +99,10 @@
 
   const position = (label) => parseInt(label, 10); // axis labels are "position token" (explorer/viz/labels.py)
 
-  const escapeText = (s) => String(s).replace(/&(?!(amp|lt|gt);)/g, "&amp;").replace(/</g, "&lt;");
+  const escapeText = (s) =>
+    String(s)
+      .replace(/&(?!(amp|lt|gt);)/g, "&amp;")
+      .replace(/</g, "&lt;");
 
   function textLines(text, x, y, attrs) {
     const lines = String(text).split("<br>");
@@ -109,28 +120,34 @@
   }
 
   function niceStep(n) {
-    const raw = n / 5, ten = 10 ** Math.floor(Math.log10(raw));
+    const raw = n / 5,
+      ten = 10 ** Math.floor(Math.log10(raw));
     return [1, 2, 5, 10].map((m) => m * ten).find((s) => s >= raw);
   }
 
   function drawMain(parts, cells, figure, box) {
-    const trace = figure.data[0], layout = figure.layout;
+    const trace = figure.data[0],
+      layout = figure.layout;
     const grid = decode(trace.z);
     const { r0, r1, c0, c1 } = zoom || { r0: 0, r1: grid.rows, c0: 0, c1: grid.cols };
-    const cw = box.w / (c1 - c0), rh = box.h / (r1 - r0);
-    const xOf = (i) => box.x + (i - c0 + 0.5) * cw, yOf = (i) => box.y + (i - r0 + 0.5) * rh; // a cell's centre
+    const cw = box.w / (c1 - c0),
+      rh = box.h / (r1 - r0);
+    const xOf = (i) => box.x + (i - c0 + 0.5) * cw,
+      yOf = (i) => box.y + (i - r0 + 0.5) * rh; // a cell's centre
     const rowEdge = (v) => box.y + (v + 0.5 - r0) * rh; // v in rows: -0.5 is the first row's top
     cells.push(place(paintCells(grid, trace, r0, r1, c0, c1, layout.plot_bgcolor || "#ffffff"), box));
     for (const shape of layout.shapes || []) {
       if (shape.xref !== "x") continue;
-      const y0 = Math.max(box.y, rowEdge(shape.y0)), y1 = Math.min(box.y + box.h, rowEdge(shape.y1));
+      const y0 = Math.max(box.y, rowEdge(shape.y0)),
+        y1 = Math.min(box.y + box.h, rowEdge(shape.y1));
       if (y1 <= y0) continue; // zoomed away from the outlined row
       parts.push(`<rect x="${box.x}" y="${y0}" width="${box.w}" height="${y1 - y0}"
         fill="none" stroke="${shape.line.color}" stroke-width="${shape.line.width}"/>`);
     }
     for (const [i, text] of ticks(trace.x, layout.xaxis, c0, c1, KEY_LABELS)) {
       if (i < c0 || i >= c1) continue;
-      const x = xOf(i), y = box.y + box.h;
+      const x = xOf(i),
+        y = box.y + box.h;
       parts.push(`<line x1="${x}" x2="${x}" y1="${y}" y2="${y + 5}" stroke="#444"/>`);
       parts.push(`<g class="xtick"><text transform="translate(${x + 3},${y + 8}) rotate(${layout.xaxis.tickangle || 0})"
         text-anchor="end" dominant-baseline="middle">${text}</text></g>`);
@@ -139,28 +156,44 @@
       if (i < r0 || i >= r1) continue;
       const y = yOf(i);
       parts.push(`<line x1="${box.x - 5}" x2="${box.x}" y1="${y}" y2="${y}" stroke="#444"/>`);
-      parts.push(`<g class="ytick"><text x="${box.x - 7}" y="${y}" text-anchor="end" dominant-baseline="middle">${text}</text></g>`);
+      parts.push(
+        `<g class="ytick"><text x="${box.x - 7}" y="${y}" text-anchor="end" dominant-baseline="middle">${text}</text></g>`,
+      );
     }
     const height = layout.height;
-    parts.push(textLines(layout.xaxis.title.text, box.x + box.w / 2, height - 8, 'text-anchor="middle" font-size="14"'));
+    parts.push(
+      textLines(layout.xaxis.title.text, box.x + box.w / 2, height - 8, 'text-anchor="middle" font-size="14"'),
+    );
     const yTitle = box.y + box.h / 2;
-    parts.push(`<text transform="translate(16,${yTitle}) rotate(-90)" text-anchor="middle" font-size="14">${escapeText(layout.yaxis.title.text)}</text>`);
+    parts.push(
+      `<text transform="translate(16,${yTitle}) rotate(-90)" text-anchor="middle" font-size="14">${escapeText(layout.yaxis.title.text)}</text>`,
+    );
     return { grid, trace, r0, r1, c0, c1, cw, rh, box };
   }
 
   function drawOverview(parts, cells, figure, box) {
-    const trace = figure.data[1], layout = figure.layout;
+    const trace = figure.data[1],
+      layout = figure.layout;
     const grid = decode(trace.z);
-    const [xa, xb] = layout.xaxis2.range, [ya, yb] = layout.yaxis2.range; // y reversed: ya at the bottom
+    const [xa, xb] = layout.xaxis2.range,
+      [ya, yb] = layout.yaxis2.range; // y reversed: ya at the bottom
     const px = (v) => box.x + ((v - xa) / (xb - xa)) * box.w;
     const py = (v) => box.y + box.h - ((v - ya) / (yb - ya)) * box.h;
-    const half = trace.dx / 2, x0 = trace.x0 - half, y0 = trace.y0 - trace.dy / 2;
+    const half = trace.dx / 2,
+      x0 = trace.x0 - half,
+      y0 = trace.y0 - trace.dy / 2;
     // The last blocks reach past the last position (they are padded): only the axes' range is shown.
     const shownCols = Math.min(grid.cols, Math.ceil((xb - x0) / trace.dx));
     const shownRows = Math.min(grid.rows, Math.ceil((ya - y0) / trace.dy));
     const painted = paintCells(grid, trace, 0, shownRows, 0, shownCols, layout.plot_bgcolor || "#ffffff");
-    const left = px(x0), top = py(y0);
-    const cellBox = { x: left, y: top, w: px(x0 + shownCols * trace.dx) - left, h: py(y0 + shownRows * trace.dy) - top };
+    const left = px(x0),
+      top = py(y0);
+    const cellBox = {
+      x: left,
+      y: top,
+      w: px(x0 + shownCols * trace.dx) - left,
+      h: py(y0 + shownRows * trace.dy) - top,
+    };
     cells.push(place(painted, clipTo(cellBox, box)));
     for (const shape of layout.shapes || []) {
       if (shape.xref !== "x2") continue;
@@ -170,10 +203,19 @@
     const step = niceStep(xb - xa);
     for (let v = 0; v <= xb; v += step) {
       parts.push(`<text x="${px(v)}" y="${box.y + box.h + 12}" text-anchor="middle" font-size="9">${v}</text>`);
-      parts.push(`<text x="${box.x - 4}" y="${py(v)}" text-anchor="end" dominant-baseline="middle" font-size="9">${v}</text>`);
+      parts.push(
+        `<text x="${box.x - 4}" y="${py(v)}" text-anchor="end" dominant-baseline="middle" font-size="9">${v}</text>`,
+      );
     }
     const title = layout.xaxis2.title;
-    parts.push(textLines(title.text, box.x + box.w / 2, box.y + box.h + 30, `text-anchor="middle" font-size="${title.font?.size || 12}"`));
+    parts.push(
+      textLines(
+        title.text,
+        box.x + box.w / 2,
+        box.y + box.h + 30,
+        `text-anchor="middle" font-size="${title.font?.size || 12}"`,
+      ),
+    );
     return { grid, trace, px, py, box };
   }
 
@@ -182,7 +224,9 @@
     const id = `bar-${Math.random().toString(36).slice(2, 9)}`;
     parts.push(`<linearGradient id="${id}" x1="0" x2="0" y1="0" y2="1">${gradient.join("")}</linearGradient>`);
     parts.push(`<text x="${x}" y="${y - 8}" font-size="12">${escapeText(trace.colorbar?.title?.text || "")}</text>`);
-    parts.push(`<rect x="${x}" y="${y}" width="12" height="${h}" fill="url(#${id})" stroke="#444" stroke-width="0.5"/>`);
+    parts.push(
+      `<rect x="${x}" y="${y}" width="12" height="${h}" fill="url(#${id})" stroke="#444" stroke-width="0.5"/>`,
+    );
     for (let v = 0; v <= 1.0001; v += 0.2) {
       const ty = y + h - v * h;
       parts.push(`<text x="${x + 16}" y="${ty}" dominant-baseline="middle" font-size="11">${+v.toFixed(1)}</text>`);
@@ -198,28 +242,35 @@
       return;
     }
     const started = performance.now();
-    const layout = figure.layout, m = layout.margin, height = layout.height;
+    const layout = figure.layout,
+      m = layout.margin,
+      height = layout.height;
     const plot = { x: m.l, y: m.t, w: width - m.l - m.r - COLORBAR_SPACE, h: height - m.t - m.b };
     const domain = layout.xaxis.domain || [0, 1];
     const mainBox = { x: plot.x + domain[0] * plot.w, y: plot.y, w: (domain[1] - domain[0]) * plot.w, h: plot.h };
-    const parts = [], cells = [];
+    const parts = [],
+      cells = [];
     const trace = figure.data[0];
     const zoomed = zoom
       ? ` · zoomed: queries ${position(trace.y[zoom.r0])}-${position(trace.y[zoom.r1 - 1])}, keys ${position(trace.x[zoom.c0])}-${position(trace.x[zoom.c1 - 1])} (double-click for all)`
       : "";
     const title = escapeText(layout.title.text + zoomed);
-    parts.push(`<text x="${width * (layout.title.x ?? 0.01)}" y="22" font-size="${layout.title.font?.size || 14}">${title}</text>`);
+    parts.push(
+      `<text x="${width * (layout.title.x ?? 0.01)}" y="22" font-size="${layout.title.font?.size || 14}">${title}</text>`,
+    );
     const main = drawMain(parts, cells, figure, mainBox);
     let overview = null;
     if (figure.data[1]) {
-      const [a, b] = layout.xaxis2.domain, [c, d] = layout.yaxis2.domain;
+      const [a, b] = layout.xaxis2.domain,
+        [c, d] = layout.yaxis2.domain;
       const box = { x: plot.x + a * plot.w, w: (b - a) * plot.w, y: plot.y + (1 - d) * plot.h, h: (d - c) * plot.h };
       overview = drawOverview(parts, cells, figure, box);
     }
     drawColorbar(parts, figure.data[0], plot.x + plot.w + 16, plot.y + 12, plot.h - 12);
     // The cells' canvases under one SVG of text and outlines.
     figureBox.style.height = `${height}px`;
-    figureBox.innerHTML = `<svg xmlns="${NS}" width="${width}" height="${height}" font-family="${FONT}" font-size="12" fill="#2a3f5f">${parts.join("")}</svg>`;
+    const svg = `<svg xmlns="${NS}" width="${width}" height="${height}" role="img" aria-label="${title.replace(/"/g, "&quot;")}"`;
+    figureBox.innerHTML = `${svg} font-family="${FONT}" font-size="12" fill="#2a3f5f">${parts.join("")}</svg>`;
     figureBox.prepend(...cells);
     drawn = { main, overview };
     // What the tests and bench/bench_ui.py read: the figure shown, and when it was drawn.
@@ -233,36 +284,41 @@
 
   // The hover: the cell under the pointer, in the trace's own hover template.
   function fill(template, values) {
-    return template
-      .replace("<extra></extra>", "")
-      .replace(/%\{(\w)(?::\.(\d)f)?\}/g, (_, key, digits) => {
-        const v = values[key];
-        return digits !== undefined && typeof v === "number" ? v.toFixed(Number(digits)) : v;
-      });
+    return template.replace("<extra></extra>", "").replace(/%\{(\w)(?::\.(\d)f)?\}/g, (_, key, digits) => {
+      const v = values[key];
+      return digits !== undefined && typeof v === "number" ? v.toFixed(Number(digits)) : v;
+    });
   }
 
   function cellAt(event) {
     if (!drawn) return null;
     const rect = figureBox.getBoundingClientRect();
-    const x = event.clientX - rect.left, y = event.clientY - rect.top;
+    const x = event.clientX - rect.left,
+      y = event.clientY - rect.top;
     const { main, overview } = drawn;
     const inside = (b) => x >= b.x && x < b.x + b.w && y >= b.y && y < b.y + b.h;
     if (inside(main.box)) {
       const r = Math.min(main.r1 - 1, main.r0 + Math.floor((y - main.box.y) / main.rh));
       const c = Math.min(main.c1 - 1, main.c0 + Math.floor((x - main.box.x) / main.cw));
       const z = main.grid.values[r * main.grid.cols + c];
-      const text = Number.isNaN(z) ? null : fill(main.trace.hovertemplate, { x: main.trace.x[c], y: main.trace.y[r], z });
+      const text = Number.isNaN(z)
+        ? null
+        : fill(main.trace.hovertemplate, { x: main.trace.x[c], y: main.trace.y[r], z });
       return { x, y, r, c, text, query: position(main.trace.y[r]) };
     }
     if (overview && inside(overview.box)) {
-      const t = overview.trace, layout = props.value.layout;
-      const [xa, xb] = layout.xaxis2.range, [ya, yb] = layout.yaxis2.range;
+      const t = overview.trace,
+        layout = props.value.layout;
+      const [xa, xb] = layout.xaxis2.range,
+        [ya, yb] = layout.yaxis2.range;
       const vx = xa + ((x - overview.box.x) / overview.box.w) * (xb - xa);
       const vy = ya + ((overview.box.y + overview.box.h - y) / overview.box.h) * (yb - ya);
-      const c = Math.floor((vx - t.x0 + t.dx / 2) / t.dx), r = Math.floor((vy - t.y0 + t.dy / 2) / t.dy);
+      const c = Math.floor((vx - t.x0 + t.dx / 2) / t.dx),
+        r = Math.floor((vy - t.y0 + t.dy / 2) / t.dy);
       const z = overview.grid.values[r * overview.grid.cols + c];
       const query = Math.min(Math.max(Math.round(vy), 0), Math.round(ya - 0.5)); // the row under the pointer
-      if (r < 0 || c < 0 || r >= overview.grid.rows || c >= overview.grid.cols || Number.isNaN(z)) return { x, y, query, text: null };
+      if (r < 0 || c < 0 || r >= overview.grid.rows || c >= overview.grid.cols || Number.isNaN(z))
+        return { x, y, query, text: null };
       return { x, y, query, text: fill(t.hovertemplate, { x: t.x0 + c * t.dx, y: t.y0 + r * t.dy, z }) };
     }
     return null;
@@ -282,15 +338,28 @@
   figureBox.addEventListener("pointerleave", () => (tip.hidden = true));
 
   // Zoom: drag over the heatmap to show those rows and columns; double-click to show all again.
-  let dragFrom = null, dragged = false, pendingSelect = null;
+  let dragFrom = null,
+    dragged = false,
+    pendingSelect = null;
   figureBox.addEventListener("pointerdown", (event) => {
     const cell = cellAt(event);
     dragFrom = cell && cell.r !== undefined ? cell : null;
   });
   figureBox.addEventListener("pointerup", (event) => {
     const cell = cellAt(event);
-    dragged = Boolean(dragFrom && cell && cell.r !== undefined && (Math.abs(cell.r - dragFrom.r) > 1 || Math.abs(cell.c - dragFrom.c) > 1));
-    if (dragged) zoomTo(Math.min(cell.r, dragFrom.r), Math.max(cell.r, dragFrom.r) + 1, Math.min(cell.c, dragFrom.c), Math.max(cell.c, dragFrom.c) + 1);
+    dragged = Boolean(
+      dragFrom &&
+      cell &&
+      cell.r !== undefined &&
+      (Math.abs(cell.r - dragFrom.r) > 1 || Math.abs(cell.c - dragFrom.c) > 1),
+    );
+    if (dragged)
+      zoomTo(
+        Math.min(cell.r, dragFrom.r),
+        Math.max(cell.r, dragFrom.r) + 1,
+        Math.min(cell.c, dragFrom.c),
+        Math.max(cell.c, dragFrom.c) + 1,
+      );
     dragFrom = null;
   });
   figureBox.addEventListener("click", (event) => {
@@ -310,14 +379,23 @@
   // are where they were; another view (a layer, a head, a moved window) shows all of it.
   function zoomTo(r0, r1, c0, c1) {
     const { x, y } = props.value.data[0];
-    zoom = { r0, r1, c0, c1, labels: [y[r0], y[r1 - 1], x[c0], x[c1 - 1]].join("\n"), title: props.value.layout.title.text };
+    zoom = {
+      r0,
+      r1,
+      c0,
+      c1,
+      labels: [y[r0], y[r1 - 1], x[c0], x[c1 - 1]].join("\n"),
+      title: props.value.layout.title.text,
+    };
     draw();
   }
 
   function zoomStillFits(figure) {
     if (!zoom) return false;
-    const { x, y } = figure.data[0], { r0, r1, c0, c1 } = zoom;
-    const sameView = figure.layout.title.text.split(",").slice(0, 3).join() === zoom.title.split(",").slice(0, 3).join();
+    const { x, y } = figure.data[0],
+      { r0, r1, c0, c1 } = zoom;
+    const sameView =
+      figure.layout.title.text.split(",").slice(0, 3).join() === zoom.title.split(",").slice(0, 3).join();
     return sameView && [y[r0], y[r1 - 1], x[c0], x[c1 - 1]].join("\n") === zoom.labels;
   }
 
@@ -336,7 +414,8 @@
       svg.prepend(image);
     }
     const options = props.value.config?.toImageButtonOptions || {};
-    const name = options.filename || "heatmap", format = options.format || "png";
+    const name = options.filename || "heatmap",
+      format = options.format || "png";
     const blob = new Blob([new XMLSerializer().serializeToString(svg)], { type: "image/svg+xml" });
     const save = (file) => {
       const link = document.createElement("a");

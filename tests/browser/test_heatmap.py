@@ -66,6 +66,8 @@ def test_the_pixels_are_the_weights(page):
     for row in range(n):
         strongest = int(weights[row, : row + 1].argmax())
         assert darkness[row, strongest] == darkness[row, : row + 1].max(), row  # darkest where the weight peaks
+    label = page.get_attribute("#self-attention .attention-figure svg", "aria-label")  # for a screen reader
+    assert label.startswith(f"Causal self-attention, layer {LAYER}, head {HEAD}"), label
     shot(page, "heatmap-head")
 
 
