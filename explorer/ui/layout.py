@@ -48,8 +48,16 @@ CSS = """
 }
 """
 
+
 # The token strip scrolls inside its box (CSS above) and follows the newest token: when tokens
 # are added, its box scrolls to the end (a click on a token, which adds none, leaves it alone).
+def _rgb(hex_colour: str) -> str:
+    """'#fdae6b' as a browser writes it in a style, 'rgb(253, 174, 107)' or 'rgba(...)': '253, 174, 107'."""
+    return "{}, {}, {}".format(*(int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)))
+
+
+# The token strip scrolls in its box to the newest token when one is added, and to the query
+# when another is picked (from the heatmap, it may be out of the box's view).
 FOLLOW_NEWEST_TOKEN = """
 () => {
   const follow = () => {
@@ -58,14 +66,21 @@ FOLLOW_NEWEST_TOKEN = """
     let count = 0;
     new MutationObserver(() => {
       const box = strip.querySelector('.textfield');
-      const n = strip.querySelectorAll('.token').length;
-      if (box && n > count) box.scrollTop = box.scrollHeight;
-      count = n;
-    }).observe(strip, {childList: true, subtree: true});
+      const tokens = strip.querySelectorAll('.token');
+      if (box && tokens.length > count) box.scrollTop = box.scrollHeight;
+      else if (box) {
+        const query = Array.from(tokens).find(t => t.style.backgroundColor.includes('QUERY_RGB'));
+        const at = query && query.getBoundingClientRect(), shown = box.getBoundingClientRect();
+        if (at && (at.top < shown.top || at.bottom > shown.bottom)) {
+          box.scrollTop += at.top - shown.top - box.clientHeight / 2;
+        }
+      }
+      count = tokens.length;
+    }).observe(strip, {childList: true, subtree: true, attributes: true, attributeFilter: ['style']});
   };
   follow();
 }
-"""
+""".replace("QUERY_RGB", _rgb(views.STRIP_COLORS["query"]))
 
 
 @dataclass

@@ -57,6 +57,13 @@ def test_a_700_token_text_scrolls_the_strip_and_windows_the_heatmap(page):
             const first = Number((t.match(/queries (\\d+)-/) || [])[1]); return first > 0 && first < 500; }"""
     )
     idle(page)
+    page.wait_for_function(  # the strip scrolled to the token picked there
+        """() => { const box = document.querySelector('#token-strip .textfield').getBoundingClientRect();
+            const query = Array.from(document.querySelectorAll('#token-strip .token'))
+                .find(t => t.style.backgroundColor.includes('253, 174, 107'));
+            const at = query && query.getBoundingClientRect();
+            return at && at.top >= box.top && at.bottom <= box.bottom; }"""
+    )
     shot(page, "long-window-moved")
 
     page.click("#step")  # a new token: the strip follows it again
