@@ -23,7 +23,7 @@ from explorer.ui import events, lifecycle
 from explorer.ui.layout import (
     CSS,
     DECODER_EXAMPLES,
-    FOLLOW_NEWEST_TOKEN,
+    PAGE_SCRIPT,
     SETTINGS,
     TABS,
     TRANSLATOR_EXAMPLES,
@@ -186,6 +186,6 @@ def launch(**kwargs) -> None:
     # browser's localStorage, reading and rewriting the whole list on every Step (~100 ms a step
     # at 650 tokens, bench_ui); the session the browser keeps for a reload is gr.BrowserState's.
     demo.launch(
-        css=CSS, js=FOLLOW_NEWEST_TOKEN, theme=gr.themes.Soft(), max_file_size=snapshot.MAX_FILE_BYTES,
+        css=CSS, js=PAGE_SCRIPT, theme=gr.themes.Soft(), max_file_size=snapshot.MAX_FILE_BYTES,
         run_history=False, **kwargs,
     )  # fmt: skip

@@ -82,6 +82,33 @@ FOLLOW_NEWEST_TOKEN = """
 }
 """.replace("QUERY_RGB", _rgb(views.STRIP_COLORS["query"]))
 
+# Keys for a demo in front of a class: s steps, u undoes, the left and right arrows move the
+# query one token. Not while typing (a text box has the focus) or with a modifier held (the
+# browser's own shortcuts), and not while the button is off (a model still loading).
+SHORTCUTS = """
+() => {
+  const typing = e => e.target.closest('input, textarea, select, [contenteditable=""], [contenteditable="true"]');
+  const press = id => { const b = document.getElementById(id); if (b && !b.disabled) b.click(); };
+  const moveQuery = by => {
+    const tokens = Array.from(document.querySelectorAll('#token-strip .token'));
+    if (!tokens.length) return;
+    let at = tokens.findIndex(t => t.style.backgroundColor.includes('QUERY_RGB'));
+    if (at < 0) at = tokens.length - 1;  // no token picked: the newest is the query
+    const next = Math.min(tokens.length - 1, Math.max(0, at + by));
+    if (next !== at) tokens[next].click();
+  };
+  document.addEventListener('keydown', e => {
+    if (typing(e) || e.ctrlKey || e.metaKey || e.altKey || e.repeat) return;
+    const act = {s: () => press('step'), u: () => press('undo'), ArrowLeft: () => moveQuery(-1),
+                 ArrowRight: () => moveQuery(1)}[e.key];
+    if (act) { e.preventDefault(); act(); }
+  });
+}
+""".replace("QUERY_RGB", _rgb(views.STRIP_COLORS["query"]))
+
+# What the page runs once it has loaded (gr.Blocks.launch's js).
+PAGE_SCRIPT = f"() => {{ ({FOLLOW_NEWEST_TOKEN.strip()})(); ({SHORTCUTS.strip()})(); }}"
+
 
 @dataclass
 class Page:

@@ -4,7 +4,8 @@ LOADING = "**Loading the model…** Step and Generate come on when it is ready."
 
 INTRO = """# Decoder Explorer
 Type a prompt, press **Step**, and watch a real transformer choose the next token: which
-earlier tokens every layer and head reads, how sure it is, and what the KV cache changes."""
+earlier tokens every layer and head reads, how sure it is, and what the KV cache changes.
+Keys (outside a text box): **s** Step, **u** Undo, **←** **→** move the query one token."""
 
 SELF_ATTENTION = """**Masked self-attention.** Row *i* is the token at position *i* asking "which
 earlier tokens matter to me?"; each row's weights sum to 1. The grey triangle is the
