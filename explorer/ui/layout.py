@@ -7,6 +7,7 @@ their updates keyed by these names; ``explorer.ui.app`` wires the names to the c
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import gradio as gr
@@ -16,6 +17,8 @@ from explorer.ui.heatmap import attention_heatmap_view
 from explorer.ui.views import MEAN
 
 BROWSER_KEY = "decoder-explorer-session"
+
+TEXT_ENV = "DECODER_EXPLORER_TEXT"  # the text a page opens with (python -m explorer --text)
 
 DECODER_EXAMPLES = [
     "The capital of France is",
@@ -240,7 +243,10 @@ def controls() -> dict:
             elem_id="custom-model", placeholder="owner/name or a folder the operator allows",
         ),
         "model_info": gr.Markdown(elem_classes="explain", elem_id="model-info"),
-        "text": gr.Textbox(label="Prompt", value=DECODER_EXAMPLES[0], lines=3, max_lines=12, elem_id="prompt"),
+        "text": gr.Textbox(
+            label="Prompt", value=os.environ.get(TEXT_ENV) or DECODER_EXAMPLES[0], lines=3, max_lines=12,
+            elem_id="prompt",
+        ),
     }  # fmt: skip
     with gr.Column(visible=True) as made["decoder_examples"]:
         example_picker(DECODER_EXAMPLES, "Examples", made["text"])

@@ -15,6 +15,7 @@ from pathlib import Path
 from explorer.loading import DEFAULT_MODEL, LoadedModel, ModelLoadError, list_models, load_model
 from explorer.loading.registry import HUB_ID, REGISTRY
 
+MODEL_ENV = "DECODER_EXPLORER_MODEL"  # the model a page opens with
 MODEL_DIRS_ENV = "DECODER_EXPLORER_MODEL_DIRS"
 ALLOW_HUB_ENV = "DECODER_EXPLORER_ALLOW_HUB_IDS"
 
@@ -92,4 +93,4 @@ def get_model(name: str, progress: bool = True) -> LoadedModel:
 
 
 def default_model_name() -> str:
-    return os.environ.get("DECODER_EXPLORER_MODEL", DEFAULT_MODEL)
+    return os.environ.get(MODEL_ENV, DEFAULT_MODEL)

@@ -1,0 +1,5 @@
+"""``python -m explorer``: the app (see explorer/cli.py, or ``--help``)."""
+
+from explorer.cli import main
+
+main()

@@ -1,0 +1,73 @@
+"""The command that starts the app: ``python app.py``, ``python -m explorer``.
+
+    python -m explorer --model en-de-numbers --text "twenty-one" --port 7861
+
+Each option sets what the app reads at start (the environment variables a Space sets), so the
+command line and a Space's settings mean the same; ``--help`` prints them and starts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from explorer.loading import cache_root, list_models
+from explorer.ui.layout import TEXT_ENV
+from explorer.ui.model_store import MODEL_DIRS_ENV, MODEL_ENV, default_model_name
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m explorer",
+        description="Decoder Explorer: step through a transformer's generation in the browser.",
+    )
+    p.add_argument("--model", help=f"the model the page opens with (default: {default_model_name()})")
+    p.add_argument("--text", help="the prompt (or source sentence) the page opens with")
+    p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+                   help="the address to listen on (default: %(default)s; 0.0.0.0 for every interface)")  # fmt: skip
+    p.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)),
+                   help="the port (default: %(default)s)")  # fmt: skip
+    p.add_argument("--share", action="store_true", help="also ask Gradio for a public share link (needs the network)")
+    p.add_argument("--allow-dir", action="append", default=[], metavar="FOLDER",
+                   help="a folder whose checkpoint folders a user may open by path (repeat for more)")  # fmt: skip
+    return p
+
+
+def apply(args: argparse.Namespace) -> None:
+    """Set what the options say for the app to read."""
+    if args.model:
+        os.environ[MODEL_ENV] = args.model
+    if args.text:
+        os.environ[TEXT_ENV] = args.text
+    if args.allow_dir:
+        folders = [str(Path(folder).expanduser().resolve()) for folder in args.allow_dir]
+        os.environ[MODEL_DIRS_ENV] = os.pathsep.join(folders)
+
+
+def summary(args: argparse.Namespace) -> str:
+    lines = [
+        f"Decoder Explorer on http://{args.host}:{args.port}"
+        + (" (and a share link, if the network allows)" if args.share else ""),
+        f"  model: {default_model_name()}",
+        f"  converted checkpoints are cached in {cache_root()}",
+    ]
+    if args.allow_dir:
+        lines.append(f"  checkpoint folders may be opened from: {os.environ[MODEL_DIRS_ENV]}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    command = parser()
+    args = command.parse_args(argv)
+    missing = [folder for folder in args.allow_dir if not Path(folder).expanduser().is_dir()]
+    if missing:
+        command.error(f"--allow-dir {missing[0]}: no such folder")
+    names = [entry.name for entry in list_models()]
+    if args.model and args.model not in names:  # the page's model list; other models open from the page
+        command.error(f"--model {args.model}: not one of {', '.join(names)} (a folder or a Hub id opens from the page)")
+    apply(args)
+    print(summary(args), flush=True)
+    from explorer.ui.app import launch  # after the options are set: the page reads them as it is built
+
+    launch(server_name=args.host, server_port=args.port, share=args.share)

@@ -1,0 +1,56 @@
+"""The command that starts the app (python app.py, python -m explorer): its options and --help."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import gradio as gr
+import pytest
+
+from explorer import cli
+from explorer.ui import model_store
+from explorer.ui.layout import TEXT_ENV, build_page
+
+ROOT = Path(__file__).resolve().parents[1]
+OPTIONS = ("--model", "--text", "--host", "--port", "--share", "--allow-dir")
+
+
+@pytest.mark.parametrize("command", [["app.py"], ["-m", "explorer"]])
+def test_help_lists_the_options_and_starts_nothing(command):
+    # A server would never exit: the timeout would fail the test.
+    done = subprocess.run([sys.executable, *command, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert all(option in done.stdout for option in OPTIONS), done.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--model", "no-such-model"], "not one of smollm2-135m-instruct"),
+        (["--allow-dir", "/no/such/dir"], "no such folder"),
+    ],
+)
+def test_bad_options_say_what_is_wrong_and_start_nothing(argv, says, capsys, monkeypatch):
+    monkeypatch.setattr("explorer.ui.app.launch", lambda **kwargs: pytest.fail("started a server"))
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(argv)
+    assert stopped.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_the_options_reach_the_app(capsys, monkeypatch, tmp_path):
+    for name in (model_store.MODEL_ENV, model_store.MODEL_DIRS_ENV, TEXT_ENV):
+        monkeypatch.delenv(name, raising=False)  # and put back as they were after the test
+    launched = {}
+    monkeypatch.setattr("explorer.ui.app.launch", lambda **kwargs: launched.update(kwargs))
+    cli.main(["--model", "en-de-numbers", "--text", "twenty-one", "--host", "0.0.0.0", "--port", "7999",
+              "--allow-dir", str(tmp_path)])  # fmt: skip
+    assert launched == {"server_name": "0.0.0.0", "server_port": 7999, "share": False}
+    assert model_store.default_model_name() == "en-de-numbers"
+    assert model_store.allowed_model_dirs() == [tmp_path.resolve()]
+    said = capsys.readouterr().out
+    assert "http://0.0.0.0:7999" in said and "en-de-numbers" in said and "cached in" in said
+    with gr.Blocks():
+        page = build_page("x" * 32)
+    assert page.text.value == "twenty-one" and page.model.value == "en-de-numbers"
