@@ -55,11 +55,3 @@ def attention_heatmap_view(label: str, elem_id: str, selects_query: bool) -> gr.
         html_template=template, css_template=CSS, js_on_load=SCRIPT, apply_default_css=False,
         selects_query=selects_query,
     )  # fmt: skip
-
-
-def heatmap_value(figure: dict | None, image_format: str, name: str) -> dict | None:
-    """A figure dict as the component's value; the download button saves it as ``image_format``."""
-    if figure is None:
-        return None
-    download = {"format": image_format, "filename": f"decoder-explorer-{name}"}
-    return {**figure, "config": {"toImageButtonOptions": download}}

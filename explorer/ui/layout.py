@@ -52,53 +52,51 @@ CSS = """
 """
 
 
-# The token strip scrolls inside its box (CSS above) and follows the newest token: when tokens
-# are added, its box scrolls to the end (a click on a token, which adds none, leaves it alone).
 def _rgb(hex_colour: str) -> str:
     """'#fdae6b' as a browser writes it in a style, 'rgb(253, 174, 107)' or 'rgba(...)': '253, 174, 107'."""
     return "{}, {}, {}".format(*(int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)))
 
 
-# The token strip scrolls in its box to the newest token when one is added, and to the query
-# when another is picked (from the heatmap, it may be out of the box's view).
-FOLLOW_NEWEST_TOKEN = """
-() => {
+# The token strip scrolls inside its box (CSS above): to the newest token when one is added,
+# and to the query when another is picked (from a heatmap, it may be out of the box's view).
+FOLLOW_TOKENS = """
+(tokens, queryIndex) => {
   const follow = () => {
     const strip = document.querySelector('#token-strip');
     if (!strip) return setTimeout(follow, 200);
     let count = 0;
     new MutationObserver(() => {
       const box = strip.querySelector('.textfield');
-      const tokens = strip.querySelectorAll('.token');
-      if (box && tokens.length > count) box.scrollTop = box.scrollHeight;
+      const all = tokens();
+      if (box && all.length > count) box.scrollTop = box.scrollHeight;
       else if (box) {
-        const query = Array.from(tokens).find(t => t.style.backgroundColor.includes('QUERY_RGB'));
+        const query = all[queryIndex(all)];
         const at = query && query.getBoundingClientRect(), shown = box.getBoundingClientRect();
         if (at && (at.top < shown.top || at.bottom > shown.bottom)) {
           box.scrollTop += at.top - shown.top - box.clientHeight / 2;
         }
       }
-      count = tokens.length;
+      count = all.length;
     }).observe(strip, {childList: true, subtree: true, attributes: true, attributeFilter: ['style']});
   };
   follow();
 }
-""".replace("QUERY_RGB", _rgb(views.STRIP_COLORS["query"]))
+"""
 
 # Keys for a demo in front of a class: s steps, u undoes, the left and right arrows move the
 # query one token. Not while typing (a text box has the focus) or with a modifier held (the
 # browser's own shortcuts), and not while the button is off (a model still loading).
 SHORTCUTS = """
-() => {
+(tokens, queryIndex) => {
   const typing = e => e.target.closest('input, textarea, select, [contenteditable=""], [contenteditable="true"]');
   const press = id => { const b = document.getElementById(id); if (b && !b.disabled) b.click(); };
   const moveQuery = by => {
-    const tokens = Array.from(document.querySelectorAll('#token-strip .token'));
-    if (!tokens.length) return;
-    let at = tokens.findIndex(t => t.style.backgroundColor.includes('QUERY_RGB'));
-    if (at < 0) at = tokens.length - 1;  // no token picked: the newest is the query
-    const next = Math.min(tokens.length - 1, Math.max(0, at + by));
-    if (next !== at) tokens[next].click();
+    const all = tokens();
+    if (!all.length) return;
+    let at = queryIndex(all);
+    if (at < 0) at = all.length - 1;  // no token picked: the newest is the query
+    const next = Math.min(all.length - 1, Math.max(0, at + by));
+    if (next !== at) all[next].click();
   };
   document.addEventListener('keydown', e => {
     if (typing(e) || e.ctrlKey || e.metaKey || e.altKey || e.repeat) return;
@@ -107,10 +105,18 @@ SHORTCUTS = """
     if (act) { e.preventDefault(); act(); }
   });
 }
-""".replace("QUERY_RGB", _rgb(views.STRIP_COLORS["query"]))
+"""
 
-# What the page runs once it has loaded (gr.Blocks.launch's js).
-PAGE_SCRIPT = f"() => {{ ({FOLLOW_NEWEST_TOKEN.strip()})(); ({SHORTCUTS.strip()})(); }}"
+# What the page runs once it has loaded (gr.Blocks.launch's js): the strip's tokens, and which
+# one is the query (the strip gives it the query's colour; -1 when none is picked), for both.
+PAGE_SCRIPT = f"""
+() => {{
+  const tokens = () => Array.from(document.querySelectorAll('#token-strip .token'));
+  const queryIndex = all => all.findIndex(t => t.style.backgroundColor.includes('{_rgb(views.STRIP_COLORS["query"])}'));
+  ({FOLLOW_TOKENS.strip()})(tokens, queryIndex);
+  ({SHORTCUTS.strip()})(tokens, queryIndex);
+}}
+"""
 
 
 @dataclass

@@ -14,7 +14,6 @@ from gradio.components.plot import PlotData
 from explorer.analysis import snapshot
 from explorer.session import InputError
 from explorer.ui import insights, model_store, views
-from explorer.ui.heatmap import heatmap_value
 from explorer.ui.layout import SESSION_BUTTONS
 from explorer.ui.views import MEAN, ExplorerState
 from explorer.viz.figure_json import figure_json
@@ -38,16 +37,23 @@ MODEL_VIEWS = (
 )  # fmt: skip
 
 
-def plot(figure: dict | None, image_format: str = "png", name: str = "figure") -> PlotData | None:
-    """A figure dict straight to gr.Plot's payload (given a go.Figure, Gradio would validate it first).
+def with_download(figure: dict, image_format: str, name: str) -> dict:
+    """The figure with its config: what its download button saves (Plotly's camera button, in the
+    bar shown on hover, and the heatmap component's own button read the same setting)."""
+    download = {"format": image_format, "filename": f"decoder-explorer-{name}"}
+    return {**figure, "config": {"displaylogo": False, "toImageButtonOptions": download}}
 
-    The figure's config sets what its camera button (in the bar shown on hover) downloads.
-    """
+
+def plot(figure: dict | None, image_format: str = "png", name: str = "figure") -> PlotData | None:
+    """A figure dict straight to gr.Plot's payload (given a go.Figure, Gradio would validate it first)."""
     if figure is None:
         return None
-    download = {"format": image_format, "filename": f"decoder-explorer-{name}"}
-    config = {"displaylogo": False, "toImageButtonOptions": download}
-    return PlotData(type="plotly", plot=figure_json({**figure, "config": config}))
+    return PlotData(type="plotly", plot=figure_json(with_download(figure, image_format, name)))
+
+
+def heatmap(figure: dict | None, image_format: str, name: str) -> dict | None:
+    """A figure dict as the heatmap component's value (explorer/ui/heatmap.py draws it)."""
+    return None if figure is None else with_download(figure, image_format, name)
 
 
 def render(st: ExplorerState, *, full: bool = False, with_figures: bool = True) -> Updates:
@@ -101,13 +107,13 @@ def self_tab(st: ExplorerState) -> Updates:
 
 def self_heatmap(st: ExplorerState) -> dict:
     """The self-attention heatmap's value (drawn by the page's own component, explorer/ui/heatmap.py)."""
-    return heatmap_value(views.self_attention_figure(st), st.image_format, "self-attention")
+    return heatmap(views.self_attention_figure(st), st.image_format, "self-attention")
 
 
 def cross_tab(st: ExplorerState) -> Updates:
     return {
-        "cross_plot": heatmap_value(views.cross_attention_figure(st), st.image_format, "cross-attention"),
-        "encoder_plot": heatmap_value(views.encoder_attention_figure(st), st.image_format, "encoder-attention"),
+        "cross_plot": heatmap(views.cross_attention_figure(st), st.image_format, "cross-attention"),
+        "encoder_plot": heatmap(views.encoder_attention_figure(st), st.image_format, "encoder-attention"),
     }
 
 

@@ -88,6 +88,26 @@ def tick_labels_fit(page, elem_id: str, axes: str = "xy") -> bool:
     )
 
 
+# The strip's "query" colour (explorer/ui/views.py's STRIP_COLORS), as a browser writes it in a style.
+QUERY_RGB = "253, 174, 107"
+
+
+def query_index(page) -> int:
+    """Which token of the strip is the query (-1: none picked, the newest is)."""
+    return page.evaluate(
+        """c => Array.from(document.querySelectorAll('#token-strip .token'))
+                .findIndex(t => t.style.backgroundColor.includes(c))""",
+        QUERY_RGB,
+    )
+
+
+def wait_query_at(page, index: int) -> None:
+    page.wait_for_function(
+        "([c, i]) => document.querySelectorAll('#token-strip .token')[i].style.backgroundColor.includes(c)",
+        arg=[QUERY_RGB, index],
+    )
+
+
 def status(page) -> str:
     return page.inner_text("#status")
 

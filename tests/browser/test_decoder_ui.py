@@ -16,6 +16,7 @@ from tests.browser.helpers import (  # fmt: skip
     type_prompt,
     wait_plot_rows,
     wait_plot_title,
+    wait_query_at,
     wait_strip_starts_with,
     wait_token_count,
 )  # fmt: skip
@@ -86,9 +87,7 @@ def test_step_undo_inspect_cache_force_generate(page):
 
     # Click a token: it becomes the outlined query and "Every layer" follows it.
     page.locator("#token-strip .token").nth(3).click()
-    page.wait_for_function(
-        "() => document.querySelectorAll('#token-strip .token')[3].style.backgroundColor.includes('253, 174, 107')"
-    )
+    wait_query_at(page, 3)
     page.click("button[role=tab]:has-text('Every layer')")
     wait_plot_title(page, "every-layer", "What 3")
     layers = plot(page, "every-layer")["traces"][0]

@@ -7,7 +7,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.browser.helpers import choose_head, choose_layer, idle, shot, tokens, type_prompt, wait_plot_title
+from tests.browser.helpers import (
+    choose_head,
+    choose_layer,
+    idle,
+    shot,
+    tokens,
+    type_prompt,
+    wait_plot_title,
+    wait_query_at,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -101,9 +110,7 @@ def test_a_click_on_a_row_makes_it_the_query(page):
     page.locator("#self-attention canvas.attention-cells").scroll_into_view_if_needed()
     cells = page.evaluate(CELLS)
     page.mouse.click(*cell_centre(cells, 5, 2))
-    page.wait_for_function(  # the strip marks token 5 as the query (the strip's "query" colour)...
-        "() => document.querySelectorAll('#token-strip .token')[5].style.backgroundColor.includes('253, 174, 107')"
-    )
+    wait_query_at(page, 5)  # the strip marks token 5 as the query...
     idle(page)
     outline = page.evaluate("() => document.querySelector('#self-attention .attention-figure').layout.shapes[0]")
     assert (outline["y0"], outline["y1"]) == (4.5, 5.5)  # ...and the heatmap outlines row 5

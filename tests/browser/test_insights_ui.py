@@ -94,6 +94,8 @@ def test_head_roles_overview_opens_a_head(page):
     from explorer.viz.roles import GAP, LEFT, SQUARE, TOP
 
     image = page.locator("#head-roles img")
+    image.wait_for()
+    page.wait_for_function("() => document.querySelector('#head-roles img').naturalWidth > 0")  # loaded: its size known
     scale = image.bounding_box()["width"] / image.evaluate("img => img.naturalWidth")
     layer, head = 5, 4
     image.click(position={"x": (LEFT + head * (SQUARE + GAP) + SQUARE / 2) * scale,

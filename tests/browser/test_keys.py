@@ -4,20 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.helpers import idle, tokens, type_prompt, wait_token_count
+from tests.browser.helpers import idle, query_index, tokens, type_prompt, wait_query_at, wait_token_count
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 PROMPT = "The cat sat on the mat. The dog"
-QUERY_COLOUR = "253, 174, 107"  # the strip's "query" colour
-
-
-def query_index(page) -> int:
-    return page.evaluate(
-        """c => Array.from(document.querySelectorAll('#token-strip .token'))
-            .findIndex(t => t.style.backgroundColor.includes(c))""",
-        QUERY_COLOUR,
-    )
 
 
 def test_keys_step_undo_and_move_the_query_but_not_while_typing(page):
@@ -35,18 +26,15 @@ def test_keys_step_undo_and_move_the_query_but_not_while_typing(page):
     idle(page)
 
     page.keyboard.press("ArrowLeft")  # from the newest token to the one before it
-    page.wait_for_function("([c, i]) => document.querySelectorAll('#token-strip .token')[i]"
-                           ".style.backgroundColor.includes(c)", arg=[QUERY_COLOUR, n - 2])  # fmt: skip
+    wait_query_at(page, n - 2)
     idle(page)
     page.keyboard.press("ArrowLeft")
-    page.wait_for_function("([c, i]) => document.querySelectorAll('#token-strip .token')[i]"
-                           ".style.backgroundColor.includes(c)", arg=[QUERY_COLOUR, n - 3])  # fmt: skip
+    wait_query_at(page, n - 3)
     idle(page)
     outline = page.evaluate("() => document.querySelector('#self-attention .attention-figure').layout.shapes[0]")
     assert outline["y0"] == n - 3 - 0.5  # the heatmap outlines that row
     page.keyboard.press("ArrowRight")
-    page.wait_for_function("([c, i]) => document.querySelectorAll('#token-strip .token')[i]"
-                           ".style.backgroundColor.includes(c)", arg=[QUERY_COLOUR, n - 2])  # fmt: skip
+    wait_query_at(page, n - 2)
     idle(page)
 
     box = page.locator("#prompt textarea")  # typing: the keys are letters of the text

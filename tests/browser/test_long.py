@@ -8,7 +8,7 @@ import re
 import pytest
 
 from explorer.viz.window import WINDOW_ROWS
-from tests.browser.helpers import idle, plot, shot, status, tick_labels_fit, type_prompt, wait_plot_title
+from tests.browser.helpers import QUERY_RGB, idle, plot, shot, status, tick_labels_fit, type_prompt, wait_plot_title
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -58,11 +58,12 @@ def test_a_700_token_text_scrolls_the_strip_and_windows_the_heatmap(page):
     )
     idle(page)
     page.wait_for_function(  # the strip scrolled to the token picked there
-        """() => { const box = document.querySelector('#token-strip .textfield').getBoundingClientRect();
+        """c => { const box = document.querySelector('#token-strip .textfield').getBoundingClientRect();
             const query = Array.from(document.querySelectorAll('#token-strip .token'))
-                .find(t => t.style.backgroundColor.includes('253, 174, 107'));
+                .find(t => t.style.backgroundColor.includes(c));
             const at = query && query.getBoundingClientRect();
-            return at && at.top >= box.top && at.bottom <= box.bottom; }"""
+            return at && at.top >= box.top && at.bottom <= box.bottom; }""",
+        arg=QUERY_RGB,
     )
     shot(page, "long-window-moved")
 
