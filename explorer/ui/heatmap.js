@@ -111,12 +111,26 @@
   }
 
   // Which labels of first..last to show: the figure's own ticks, or every k-th when zoomed.
-  function ticks(labels, axis, first, last, most) {
-    if (!zoom) return axis.tickvals.map((v, k) => [labels.indexOf(v), axis.ticktext[k]]);
-    const step = Math.ceil((last - first) / most);
-    const out = [];
-    for (let i = first; i < last; i += step) out.push([i, labels[i]]);
-    return out;
+  // Which labels of first..last to show: the figure's own ticks, or every k-th when zoomed; then
+  // fewer where they would stand closer than `gap` pixels (a narrow screen, a phone).
+  function ticks(labels, axis, first, last, most, cellPixels, gap) {
+    let shown = axis.tickvals.map((v, k) => [labels.indexOf(v), axis.ticktext[k]]);
+    if (zoom) {
+      const step = Math.ceil((last - first) / most);
+      shown = [];
+      for (let i = first; i < last; i += step) shown.push([i, labels[i]]);
+    }
+    const apart = shown.length > 1 ? (shown[1][0] - shown[0][0]) * cellPixels : gap;
+    const every = Math.max(1, Math.ceil(gap / apart));
+    return shown.filter((_, k) => k % every === 0);
+  }
+
+  // A title longer than `chars` characters, in two lines broken at the ", " nearest its middle.
+  function fitted(title, chars) {
+    if (title.length <= chars || !title.includes(", ")) return title;
+    const cuts = [...title.matchAll(/, /g)].map((m) => m.index);
+    const cut = cuts.reduce((a, b) => (Math.abs(b - title.length / 2) < Math.abs(a - title.length / 2) ? b : a));
+    return `${title.slice(0, cut + 1)}<br>${title.slice(cut + 2)}`;
   }
 
   function niceStep(n) {
@@ -144,7 +158,7 @@
       parts.push(`<rect x="${box.x}" y="${y0}" width="${box.w}" height="${y1 - y0}"
         fill="none" stroke="${shape.line.color}" stroke-width="${shape.line.width}"/>`);
     }
-    for (const [i, text] of ticks(trace.x, layout.xaxis, c0, c1, KEY_LABELS)) {
+    for (const [i, text] of ticks(trace.x, layout.xaxis, c0, c1, KEY_LABELS, cw, 14)) {
       if (i < c0 || i >= c1) continue;
       const x = xOf(i),
         y = box.y + box.h;
@@ -152,7 +166,7 @@
       parts.push(`<g class="xtick"><text transform="translate(${x + 3},${y + 8}) rotate(${layout.xaxis.tickangle || 0})"
         text-anchor="end" dominant-baseline="middle">${text}</text></g>`);
     }
-    for (const [i, text] of ticks(trace.y, layout.yaxis, r0, r1, QUERY_LABELS)) {
+    for (const [i, text] of ticks(trace.y, layout.yaxis, r0, r1, QUERY_LABELS, rh, 12)) {
       if (i < r0 || i >= r1) continue;
       const y = yOf(i);
       parts.push(`<line x1="${box.x - 5}" x2="${box.x}" y1="${y}" y2="${y}" stroke="#444"/>`);
@@ -254,9 +268,11 @@
     const zoomed = zoom
       ? ` · zoomed: queries ${position(trace.y[zoom.r0])}-${position(trace.y[zoom.r1 - 1])}, keys ${position(trace.x[zoom.c0])}-${position(trace.x[zoom.c1 - 1])} (double-click for all)`
       : "";
-    const title = escapeText(layout.title.text + zoomed);
+    const title = layout.title.text + zoomed,
+      size = layout.title.font?.size || 14;
+    const lines = fitted(title, width / (0.55 * size)); // two lines start higher, clear of the plot
     parts.push(
-      `<text x="${width * (layout.title.x ?? 0.01)}" y="22" font-size="${layout.title.font?.size || 14}">${title}</text>`,
+      textLines(lines, width * (layout.title.x ?? 0.01), lines.includes("<br>") ? 14 : 22, `font-size="${size}"`),
     );
     const main = drawMain(parts, cells, figure, mainBox);
     let overview = null;
@@ -269,7 +285,7 @@
     drawColorbar(parts, figure.data[0], plot.x + plot.w + 16, plot.y + 12, plot.h - 12);
     // The cells' canvases under one SVG of text and outlines.
     figureBox.style.height = `${height}px`;
-    const svg = `<svg xmlns="${NS}" width="${width}" height="${height}" role="img" aria-label="${title.replace(/"/g, "&quot;")}"`;
+    const svg = `<svg xmlns="${NS}" width="${width}" height="${height}" role="img" aria-label="${escapeText(title).replace(/"/g, "&quot;")}"`;
     figureBox.innerHTML = `${svg} font-family="${FONT}" font-size="12" fill="#2a3f5f">${parts.join("")}</svg>`;
     figureBox.prepend(...cells);
     drawn = { main, overview };

@@ -37,6 +37,7 @@ CSS = """
 .attention-download { border: 1px solid var(--border-color-primary); border-radius: 4px; padding: 1px 8px;
                       background: var(--background-fill-primary); cursor: pointer; }
 .attention-frame { position: relative; }
+@media (max-width: 640px) { .attention-hint { display: none; } }  /* beside the label badge, no room */
 .attention-figure { position: relative; width: 100%; min-height: 380px; user-select: none; cursor: crosshair; }
 .attention-figure svg { position: absolute; left: 0; top: 0; }
 .attention-cells { position: absolute; image-rendering: pixelated; }
