@@ -588,6 +588,15 @@ class GenerationSession:
     def source_texts(self) -> list[str]:
         return list(self._source_texts)
 
+    def token_kinds(self) -> list[str]:
+        """Where each token of ``token_ids`` came from: "prompt" (a decoder's input), "start" (a
+        translator's start token), "generated" (the model's choice) or "forced" (the user's)."""
+        forced = {s.position for s in self.steps if s.forced}
+        given = "start" if self.is_encoder_decoder else "prompt"
+        kinds = [given] * self.prompt_length
+        kinds += ["forced" if i in forced else "generated" for i in range(self.prompt_length, len(self.token_ids))]
+        return kinds
+
     def generated_text(self) -> str:
         return self.tokenizer.decode(self.generated_ids, skip_special_tokens=True)
 

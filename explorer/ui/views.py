@@ -13,6 +13,7 @@ from explorer.tokens import visible
 from explorer.ui import model_store
 from explorer.ui.images import png_file
 from explorer.viz import attention_heatmap, head_grid, layer_profile_heatmap, timing_chart
+from explorer.viz.labels import TOKEN_COLORS
 from explorer.viz.window import query_window, with_overview
 
 MEAN = "mean"
@@ -109,22 +110,12 @@ def head_label(head: str) -> str:
 # ---------------------------------------------------------------- token strip
 def token_strip(state: ExplorerState) -> list[tuple[str, str]]:
     session = state.session
-    query = state.query_position()
-    forced = {s.position for s in session.steps if s.forced}
-    pieces = []
-    for i, text in enumerate(session.token_texts()):
-        if i == query:
-            kind = "query"
-        elif i < session.prompt_length:
-            kind = "prompt" if not session.is_encoder_decoder else "start"
-        else:
-            kind = "forced" if i in forced else "generated"
-        pieces.append((visible(text), kind))
-    return pieces
+    kinds = session.token_kinds()
+    kinds[state.query_position()] = "query"
+    return [(visible(text), kind) for text, kind in zip(session.token_texts(), kinds, strict=True)]
 
 
-STRIP_COLORS = {"prompt": "#dbe9f6", "start": "#eeeeee", "generated": "#c7e9c0", "forced": "#dadaeb",
-                "query": "#fdae6b"}  # fmt: skip
+STRIP_COLORS = TOKEN_COLORS
 
 
 def strip_colors(translator: bool) -> dict[str, str]:

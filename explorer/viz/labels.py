@@ -5,6 +5,9 @@ from __future__ import annotations
 from explorer.tokens import visible
 
 MAX_TICK_CHARS = 12
+# The token strip's colours by where a token came from (GenerationSession.token_kinds), and the query's.
+TOKEN_COLORS = {"prompt": "#dbe9f6", "start": "#eeeeee", "generated": "#c7e9c0", "forced": "#dadaeb",
+                "query": "#fdae6b"}  # fmt: skip
 
 
 def short(text: str) -> str:

@@ -88,7 +88,7 @@ def tick_labels_fit(page, elem_id: str, axes: str = "xy") -> bool:
     )
 
 
-# The strip's "query" colour (explorer/ui/views.py's STRIP_COLORS), as a browser writes it in a style.
+# The strip's "query" colour (explorer/viz/labels.py's TOKEN_COLORS), as a browser writes it in a style.
 QUERY_RGB = "253, 174, 107"
 
 
