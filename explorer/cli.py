@@ -1,6 +1,7 @@
-"""The command that starts the app: ``python app.py``, ``python -m explorer``.
+"""The command that starts the app: ``decoder-explorer`` (once installed with pip),
+``python -m explorer``, ``python app.py``.
 
-    python -m explorer --model en-de-numbers --text "twenty-one" --port 7861
+    decoder-explorer --model en-de-numbers --text "twenty-one" --port 7861
 
 Each option sets what the app reads at start (the environment variables a Space sets), so the
 command line and a Space's settings mean the same; ``--help`` prints them and starts nothing.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 from explorer.loading import cache_root, list_models
@@ -17,9 +19,15 @@ from explorer.ui.layout import TEXT_ENV
 from explorer.ui.model_store import MODEL_DIRS_ENV, MODEL_ENV, default_model_name
 
 
+def program_name() -> str:
+    """How the user started it, for --help and error messages."""
+    started = Path(sys.argv[0]).name
+    return "python -m explorer" if started == "__main__.py" else started
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m explorer",
+        prog=program_name(),
         description="Decoder Explorer: step through a transformer's generation in the browser.",
     )
     p.add_argument("--model", help=f"the model the page opens with (default: {default_model_name()})")
@@ -45,6 +53,14 @@ def apply(args: argparse.Namespace) -> None:
         os.environ[MODEL_DIRS_ENV] = os.pathsep.join(folders)
 
 
+def unknown_model(name: str) -> str | None:
+    """What is wrong with a model name for the page to open with, or None when it is one of the page's list."""
+    names = [entry.name for entry in list_models()]
+    if name in names:
+        return None
+    return f"{name}: not one of {', '.join(names)} (a folder or a Hub id opens from the page)"
+
+
 def summary(args: argparse.Namespace) -> str:
     lines = [
         f"Decoder Explorer on http://{args.host}:{args.port}"
@@ -63,9 +79,8 @@ def main(argv: list[str] | None = None) -> None:
     missing = [folder for folder in args.allow_dir if not Path(folder).expanduser().is_dir()]
     if missing:
         command.error(f"--allow-dir {missing[0]}: no such folder")
-    names = [entry.name for entry in list_models()]
-    if args.model and args.model not in names:  # the page's model list; other models open from the page
-        command.error(f"--model {args.model}: not one of {', '.join(names)} (a folder or a Hub id opens from the page)")
+    if args.model and (problem := unknown_model(args.model)):
+        command.error(f"--model {problem}")
     apply(args)
     print(summary(args), flush=True)
     from explorer.ui.app import launch  # after the options are set: the page reads them as it is built

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import gradio as gr
 
 from explorer.analysis import snapshot
-from explorer.ui import events, lifecycle
+from explorer.ui import api, events, lifecycle
 from explorer.ui.layout import (
     CSS,
     DECODER_EXAMPLES,
@@ -33,7 +33,7 @@ from explorer.ui.layout import (
 from explorer.ui.render import FIGURES, MODEL_VIEWS, SESSION_VIEWS, STEP_VIEWS
 from explorer.ui.tab import log, release_closed_tab
 
-__all__ = ["DECODER_EXAMPLES", "TRANSLATOR_EXAMPLES", "build_demo", "launch"]
+__all__ = ["DECODER_EXAMPLES", "TRANSLATOR_EXAMPLES", "build_demo", "launch", "start"]
 SECRET_ENV = "DECODER_EXPLORER_BROWSER_SECRET"
 CONCURRENCY_ENV = "DECODER_EXPLORER_CONCURRENCY"
 PROFILE_ENV = "DECODER_EXPLORER_PROFILE"
@@ -95,6 +95,8 @@ def build_demo() -> gr.Blocks:
     with gr.Blocks(title="Decoder Explorer", delete_cache=(1800, 3600)) as demo:
         page = build_page(browser_secret())
         wire(demo, page)
+        api.hide_page_events(demo)
+        api.register()
     return demo
 
 
@@ -160,6 +162,8 @@ def wire_view_choices(page: Page, figures: list, quick: dict) -> None:
 def wire_save_and_share(page: Page, restored: set) -> None:
     state = page.state
     page.save_button.click(on(page, lifecycle.on_save), [state], [page.saved_file])
+    page.export_html_button.click(on(page, lifecycle.on_export_html), [state], [page.exported_file])
+    page.export_json_button.click(on(page, lifecycle.on_export_json), [state], [page.exported_file])
     page.open_file.upload(on(page, lifecycle.on_open_file), [page.open_file, state], {*restored, page.open_file})
     page.link_button.click(on(page, lifecycle.on_make_link), [state], [page.link_box]).then(
         None, [page.link_box], [page.link_box], js="(q) => q ? location.origin + location.pathname + q : q"
@@ -176,7 +180,8 @@ def concurrency() -> int:
     return max(1, int(os.environ.get(CONCURRENCY_ENV) or os.cpu_count() or 1))
 
 
-def launch(**kwargs) -> None:
+def start(**kwargs) -> gr.Blocks:
+    """Build the app and start serving it in the background; ``kwargs`` go to Gradio's launch."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not every request Gradio makes to itself
     demo = build_demo()
@@ -187,5 +192,22 @@ def launch(**kwargs) -> None:
     # at 650 tokens, bench_ui); the session the browser keeps for a reload is gr.BrowserState's.
     demo.launch(
         css=CSS, js=PAGE_SCRIPT, theme=gr.themes.Soft(), max_file_size=snapshot.MAX_FILE_BYTES,
-        run_history=False, **kwargs,
+        run_history=False, prevent_thread_lock=True, **kwargs,
     )  # fmt: skip
+    return demo
+
+
+def launch(**kwargs) -> None:
+    """Serve the app until the process is stopped (the command's way)."""
+    demo = start(**kwargs)
+    if kwargs.get("share") and not demo.share_url:
+        print(NO_SHARE_LINK.format(url=demo.local_url), flush=True)
+    demo.block_thread()
+
+
+# Gradio prints its own reason above this (it could not reach its share server, or fetch the
+# tunnel program it needs); the app itself serves on.
+NO_SHARE_LINK = (
+    "No share link: the network refused it (see Gradio's message above). The explorer runs on at {url}; "
+    "to share it, run it where the internet is reachable, or put it on a Hugging Face Space."
+)

@@ -14,13 +14,14 @@ import os
 import threading
 from pathlib import Path
 
-from gradio.utils import get_upload_folder
-
 FASTEST = 1  # zlib's level: the image is small and goes to a browser on the same network
 
 
 def png_file(image) -> str:
     """The path of ``image`` (a PIL image) saved as PNG in Gradio's cache."""
+    # Imported here: the views that call this are also used without Gradio (explorer.notebook).
+    from gradio.utils import get_upload_folder
+
     with io.BytesIO() as buffer:
         image.save(buffer, format="png", compress_level=FASTEST)
         data = buffer.getvalue()

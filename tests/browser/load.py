@@ -82,10 +82,16 @@ _OUTPUT_NAMES: dict[str, list[str]] = {}
 
 
 def outputs_by_label(client, api_name: str, values) -> dict:
-    """The endpoint's outputs by component (the strip is the one labelled "Tokens ...")."""
+    """The page event's outputs by component label (the strip is the one labelled "Tokens ...").
+
+    Read from the app's config: the page's events are not on the API page (explorer/ui/api.py),
+    and a client gets every output but those the config marks ``skip_api`` (gr.State, layout blocks)."""
     if api_name not in _OUTPUT_NAMES:
-        info = client.view_api(return_format="dict", print_info=False)["named_endpoints"][api_name]
-        _OUTPUT_NAMES[api_name] = ["strip" if r["label"].startswith("Tokens") else r["label"] for r in info["returns"]]
+        components = {c["id"]: c for c in client.config["components"]}
+        event = next(d for d in client.config["dependencies"] if "/" + str(d.get("api_name")) == api_name)
+        outputs = [components[i] for i in event["outputs"] if not components[i].get("skip_api")]
+        labels = [c["props"].get("label") or f"component {c['id']}" for c in outputs]
+        _OUTPUT_NAMES[api_name] = ["strip" if label.startswith("Tokens") else label for label in labels]
     return dict(zip(_OUTPUT_NAMES[api_name], values, strict=True))
 
 

@@ -1,0 +1,121 @@
+"""Decoder Explorer in a notebook (Jupyter, VS Code): the app's figures for a session, its tables,
+the files people share, and the whole app in a cell.
+
+    import explorer
+    from explorer import notebook
+
+    loaded = explorer.load_model("smollm2-135m-instruct")
+    session = explorer.GenerationSession(loaded, "The capital of France is")
+    session.step()
+    notebook.show(session, "self-attention", layer=3, head=2)  # the app's heatmap, inline
+    notebook.table(session, "top-k")                           # a pandas DataFrame
+    notebook.save_html(session, "capital.html")                # interactive, self-contained
+
+The figures are built by the same functions as the app's (explorer/ui/views.py and insights.py),
+so a notebook shows exactly what the page shows. Nothing here needs Gradio but ``open_app``.
+"""
+
+from __future__ import annotations
+
+from argparse import Namespace
+from collections.abc import Callable
+from pathlib import Path
+
+import plotly.graph_objects as go
+
+from explorer.analysis import export
+from explorer.analysis.export_html import export_html
+from explorer.errors import InputError
+from explorer.session import GenerationSession
+from explorer.ui import insights, views
+from explorer.ui.views import MEAN, ExplorerState, checked_query, checked_view
+from explorer.viz import head_grid
+
+__all__ = ["TABLES", "VIEWS", "open_app", "records", "save_html", "save_json", "show", "table"]
+
+
+def heads_image(state: ExplorerState):
+    """Every head of the layer as one image (the app's all-heads grid)."""
+    return head_grid(state.session.self_attention(state.layer), causal=True)
+
+
+# Each view: a function from the view's state to a plotly figure dict or a PIL image.
+VIEWS: dict[str, Callable] = {
+    "self-attention": views.self_attention_figure,
+    "heads": heads_image,
+    "cross-attention": views.cross_attention_figure,
+    "encoder-attention": views.encoder_attention_figure,
+    "every-layer": views.every_layer_figure,
+    "logit-lens": insights.lens_figure,
+    "head-roles": insights.roles_image,
+    "kv-cache": views.timing_figure,
+}
+
+
+def show(session: GenerationSession, view: str = "self-attention", *, layer: int = 0, head: int | str = MEAN,
+         query: int | None = None):  # fmt: skip
+    """The app's figure of ``view`` for this session: a plotly Figure (an image for "heads" and
+    "head-roles"), which a notebook draws inline.
+
+    ``layer`` and ``head`` (an index, or "mean" for the average of the heads) choose the attention;
+    ``query`` the token the every-layer and logit-lens views read (default: the newest)."""
+    if view not in VIEWS:
+        raise InputError(f"there is no view {view!r}; choose one of {', '.join(VIEWS)}")
+    state = ExplorerState(model_name=session.loaded.name, session=session)
+    state.layer, state.head = checked_view(session, layer, head)
+    if query is not None:
+        state.query = checked_query(session, query)
+    figure = VIEWS[view](state)
+    return go.Figure(figure) if isinstance(figure, dict) else figure
+
+
+TABLES: dict[str, Callable[[GenerationSession], list[dict]]] = {
+    "tokens": export.token_rows,
+    "steps": lambda session: export.step_rows(session, with_top_k=False),
+    "top-k": export.top_k_rows,
+    "timings": lambda session: [
+        {"position": t.position, "elapsed_ms": t.elapsed_ms, "use_cache": t.use_cache} for t in session.timings
+    ],
+}
+
+
+def records(session: GenerationSession, what: str = "tokens") -> list[dict]:
+    """A table of the session as a list of rows (dicts): "tokens", "steps", "top-k" or "timings"."""
+    if what not in TABLES:
+        raise InputError(f"there is no table {what!r}; choose one of {', '.join(TABLES)}")
+    return TABLES[what](session)
+
+
+def table(session: GenerationSession, what: str = "tokens"):
+    """``records(session, what)`` as a pandas DataFrame (pandas is needed for this one only)."""
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError("notebook.table needs pandas (pip install pandas); records() gives the same rows") from None
+    return pd.DataFrame(records(session, what))
+
+
+def save_html(session: GenerationSession, path: str | Path, max_cells: int = export.MAX_CELLS) -> Path:
+    """The session as one self-contained HTML page with interactive heatmaps (opens offline)."""
+    path = Path(path)
+    path.write_text(export_html(session.loaded.name, session, max_cells), encoding="utf-8")
+    return path
+
+
+def save_json(session: GenerationSession, path: str | Path, max_cells: int = export.MAX_CELLS) -> Path:
+    """Tokens, every step's candidates and timing, and attention, as JSON (export.session_record)."""
+    path = Path(path)
+    path.write_text(export.to_json(session.loaded.name, session, max_cells), encoding="utf-8")
+    return path
+
+
+def open_app(model: str | None = None, text: str | None = None, *, height: int = 900, port: int | None = None):
+    """The whole explorer inside the notebook cell (served from this kernel); ``.close()`` on what
+    it returns stops it. ``model`` and ``text`` are what the page opens with."""
+    from explorer import cli
+    from explorer.ui.app import start
+
+    if model and (problem := cli.unknown_model(model)):
+        raise InputError(problem)
+    cli.apply(Namespace(model=model, text=text, allow_dir=[]))
+    return start(inline=True, height=height, server_port=port, quiet=True)

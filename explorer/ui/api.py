@@ -1,0 +1,150 @@
+"""The app's web API: a few named endpoints for ``gradio_client`` and plain HTTP users.
+
+    from gradio_client import Client
+    client = Client("http://127.0.0.1:7860")
+    first = client.predict("smollm2-135m-instruct", "The capital of France is", api_name="/step")
+    nxt = client.predict("smollm2-135m-instruct", "The capital of France is", first["tokens"], api_name="/step")
+
+Each call carries everything it builds on (the model, the text, the tokens generated so far) and
+the server keeps nothing between calls: a client holds its own session as a list of token ids,
+and any replica of the app can answer it. The page's own events are hidden from the API page
+(they stay callable: the page uses them); these are the documented ones.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import gradio as gr
+
+from explorer.analysis.snapshot import Snapshot, restore
+from explorer.loading import list_models
+from explorer.loading.registry import TRANSLATOR_MODEL
+from explorer.session import GenerationSession
+from explorer.ui import model_store
+from explorer.ui.tab import USER_ERRORS
+from explorer.ui.views import MEAN, checked_view
+
+MAX_API_NEW_TOKENS = 256  # per generate or translate call: a call holds a worker while it runs
+
+
+def answered(endpoint: Callable) -> Callable:
+    """The endpoint with the explorer's own errors sent to the caller as their message."""
+
+    @functools.wraps(endpoint)
+    def call(*args, **kwargs):
+        try:
+            return endpoint(*args, **kwargs)
+        except USER_ERRORS as error:
+            raise gr.Error(str(error)) from None
+
+    return call
+
+
+def loaded_model(model: str):
+    """A model the page could open (the registry, or what the operator allows), loaded once."""
+    return model_store.get_model(model_store.resolve_custom(model), progress=False)
+
+
+def session_for(model: str, text: str, tokens: list[int] | None, **settings) -> GenerationSession:
+    """A session of ``text`` with ``tokens`` (generated ids) run through the model after it."""
+    loaded = loaded_model(model)
+    return restore(loaded, Snapshot(model=model, text=text, generated=[int(t) for t in tokens or []], **settings))
+
+
+def candidates(session: GenerationSession, top) -> list[dict]:
+    return [{"id": t.token_id, "text": t.text, "probability": t.probability} for t in top]
+
+
+# ---------------------------------------------------------------- the endpoints
+def models() -> list[dict]:
+    """The models this server offers, and whether each can be loaded now (and if not, why)."""
+    return [
+        {
+            "name": e.name,
+            "kind": "translator" if e.is_encoder_decoder else "decoder-only",
+            "available": e.available,
+            "reason": e.reason,
+            "description": e.description,
+        }
+        for e in list_models()
+    ]
+
+
+def load_model(model: str) -> dict:
+    """Load a model (once per server) and describe its architecture."""
+    c = loaded_model(model).config
+    return {
+        "name": model_store.public_name(model), "kind": "translator" if c.is_encoder_decoder else "decoder-only",
+        "layers": c.n_layers, "encoder_layers": c.n_encoder_layers, "heads": c.n_heads, "kv_heads": c.n_kv_heads,
+        "head_dim": c.head_dim, "d_model": c.d_model, "vocab_size": c.vocab_size, "max_positions": c.max_positions,
+    }  # fmt: skip
+
+
+def step(model: str, text: str, tokens: list[int] | None = None, temperature: float = 0.0, top_k: int = 0,
+         top_p: float = 1.0, seed: int = 0) -> dict:  # fmt: skip
+    """One token after ``text`` and ``tokens`` (the generated ids so far; none to start): the
+    token, the candidates it was chosen from, and ``tokens`` with it appended (pass that back)."""
+    session = session_for(model, text, tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+    result = session.step()
+    return {
+        "token_id": result.token_id, "token_text": result.token_text, "position": result.position,
+        "top_k": candidates(session, result.top_k), "tokens": session.generated_ids,
+        "text": session.generated_text(), "finished": session.finished, "elapsed_ms": result.elapsed_ms,
+    }  # fmt: skip
+
+
+def generate(model: str, text: str, max_new_tokens: int = 20, temperature: float = 0.0, top_k: int = 0,
+             top_p: float = 1.0, seed: int = 0) -> dict:  # fmt: skip
+    """Up to ``max_new_tokens`` tokens (at most 256 a call), stopping at the model's end token."""
+    session = session_for(model, text, [], temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+    for _ in range(max(0, min(int(max_new_tokens), MAX_API_NEW_TOKENS))):
+        if session.finished or len(session.token_ids) >= session.max_positions:
+            break
+        session.step()
+    return {"tokens": session.generated_ids, "text": session.generated_text(), "finished": session.finished}
+
+
+def attention(model: str, text: str, tokens: list[int] | None = None, layer: int = 0, head: str = MEAN,
+              kind: str = "self") -> dict:  # fmt: skip
+    """One layer's attention for ``text`` and ``tokens``: one head (its index) or their average
+    ("mean"); ``kind`` "self", or for a translator "cross" or "encoder". ``weights[q][k]`` is what
+    query q gives key k; a causal row's future keys are 0."""
+    session = session_for(model, text, tokens)
+    layer, head = checked_view(session, layer, head)
+    by_kind = {
+        "self": (session.self_attention, session.token_texts(), session.token_texts()),
+        "cross": (session.cross_attention, session.token_texts(), session.source_texts()),
+        "encoder": (session.encoder_attention, session.source_texts(), session.source_texts()),
+    }
+    if kind not in by_kind:
+        raise gr.Error(f"kind {kind!r} is not one of self, cross, encoder")
+    of_layer, queries, keys = by_kind[kind]
+    weights = of_layer(layer)  # (heads, queries, keys)
+    chosen = weights.mean(axis=0) if head == MEAN else weights[int(head)]
+    return {"kind": kind, "layer": layer, "head": head, "query_tokens": queries, "key_tokens": keys,
+            "weights": chosen.round(6).tolist()}  # fmt: skip
+
+
+def translate(text: str, model: str = TRANSLATOR_MODEL, max_new_tokens: int = 64) -> str:
+    """The translation of ``text`` by a translator (greedy), as text."""
+    if not loaded_model(model).is_encoder_decoder:
+        raise gr.Error(f"{model} is not a translator; use /generate for a decoder-only model")
+    return generate(model, text, max_new_tokens)["text"]
+
+
+ENDPOINTS = (models, load_model, step, generate, attention, translate)
+
+
+def register() -> None:
+    """Add the named endpoints to the Blocks being built (call inside its ``with``)."""
+    for endpoint in ENDPOINTS:
+        gr.api(answered(endpoint), api_name=endpoint.__name__)
+
+
+def hide_page_events(demo: gr.Blocks) -> None:
+    """Keep the page's own events (named after internal callbacks: on_step, on_tab_3, ...) off the
+    API page; they stay callable, as the page itself calls them."""
+    for dependency in demo.fns.values():
+        dependency.api_visibility = "undocumented"
