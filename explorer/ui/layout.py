@@ -149,6 +149,9 @@ class Page:
     image_format: gr.Radio
     save_button: gr.Button
     saved_file: gr.File
+    export_html_button: gr.Button
+    export_json_button: gr.Button
+    exported_file: gr.File
     open_file: gr.File
     link_button: gr.Button
     link_box: gr.Textbox
@@ -298,6 +301,9 @@ def save_and_share() -> dict:
         ),
         "link_button": gr.Button("Make a link to this step", elem_id="make-link"),
         "link_box": gr.Textbox(label="Link", interactive=False, buttons=["copy"], elem_id="share-link"),
+        "export_html_button": gr.Button("Export as a web page", elem_id="export-html"),
+        "export_json_button": gr.Button("Export as JSON", elem_id="export-json"),
+        "exported_file": gr.File(label="Exported session", interactive=False, elem_id="exported-file"),
     }
 
 

@@ -6,11 +6,12 @@ Callbacks return updates keyed by ``Page`` names, like those in ``explorer.ui.ev
 
 from __future__ import annotations
 
-import shutil
+from pathlib import Path
 
 import gradio as gr
 
-from explorer.analysis import snapshot
+from explorer.analysis import export, snapshot
+from explorer.analysis.export_html import export_html
 from explorer.loading import ModelLoadError
 from explorer.ui import model_store
 from explorer.ui.layout import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
@@ -134,12 +135,32 @@ def on_open_file(request: gr.Request, path, st, progress=gr.Progress(track_tqdm=
 def on_save(request: gr.Request, st) -> Updates:
     st = require(st)
     data = snapshot.save_bytes(current_snapshot(st), st.session)
-    folder = saved_session_folder(request)  # one file per tab, replaced by its next save
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    path = folder / f"session-{len(st.session.token_ids)}-tokens.npz"
+    return {"saved_file": tab_file(request, f"session-{len(st.session.token_ids)}-tokens.npz", data)}
+
+
+@tab_event
+def on_export_html(request: gr.Request, st) -> Updates:
+    st = require(st)
+    page = export_html(model_store.public_name(st.model_name), st.session)
+    return {"exported_file": tab_file(request, f"session-{len(st.session.token_ids)}-tokens.html", page.encode())}
+
+
+@tab_event
+def on_export_json(request: gr.Request, st) -> Updates:
+    st = require(st)
+    data = export.to_json(model_store.public_name(st.model_name), st.session)
+    return {"exported_file": tab_file(request, f"session-{len(st.session.token_ids)}-tokens.json", data.encode())}
+
+
+def tab_file(request: gr.Request, name: str, data: bytes) -> str:
+    """Write a file for this tab to download: one of each kind per tab, replaced by the next."""
+    folder = saved_session_folder(request)
+    folder.mkdir(parents=True, exist_ok=True)
+    for earlier in folder.glob(f"*{Path(name).suffix}"):
+        earlier.unlink(missing_ok=True)
+    path = folder / name
     path.write_bytes(data)
-    return {"saved_file": str(path)}
+    return str(path)
 
 
 @tab_event

@@ -71,4 +71,6 @@ query heads, which is how small models keep the cache small."""
 
 SAVE_AND_SHARE = """Figures download from the camera button that appears when you hover over them.
 A saved session (.npz) holds the input, settings, tokens and attention; open it to
-continue where you were. A link reopens the same model, input, settings and step."""
+continue where you were. A link reopens the same model, input, settings and step.
+An exported web page opens in any browser, offline, with the tokens, each step's candidates and
+the attention of every layer and head to explore; the JSON holds the same for other tools."""
