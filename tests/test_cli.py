@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import gradio as gr
@@ -54,3 +57,28 @@ def test_the_options_reach_the_app(capsys, monkeypatch, tmp_path):
     with gr.Blocks():
         page = build_page("x" * 32)
     assert page.text.value == "twenty-one" and page.model.value == "en-de-numbers"
+
+
+def test_a_share_link_the_network_refuses_is_said_plainly():
+    """--share with no network: the app serves on locally and says why there is no link."""
+    from tests.browser.conftest import NETCUT, free_port
+
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(NETCUT), "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "explorer", "--share", "--port", str(port)], cwd=ROOT, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(server.stdout), daemon=True).start()  # reads until it exits
+    try:
+        deadline = time.time() + 180
+        while not any("No share link" in line for line in lines) and time.time() < deadline and server.poll() is None:
+            time.sleep(0.2)
+        said = "".join(lines)
+        assert "No share link: the network refused it" in said, said
+        assert f"runs on at http://127.0.0.1:{port}" in said
+        assert server.poll() is None  # still serving
+    finally:
+        server.terminate()
+        server.wait(timeout=20)

@@ -18,7 +18,16 @@ from .checkpoints import load_gguf_with_cache, load_tokenizer, read_hf_folder
 from .errors import ModelLoadError, ModelUnavailableError, UnknownModelError
 from .sources import cache_root, hub_reachable, hub_snapshot, smollm2_gguf_path
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
+
+def assets_folder() -> Path:
+    """The shipped checkpoints: assets/ in the repository, or explorer/assets where pip installed
+    the package (pyproject.toml maps the one onto the other)."""
+    package = Path(__file__).resolve().parents[1]
+    installed, repository = package / "assets", package.parent / "assets"
+    return installed if installed.is_dir() else repository
+
+
+ASSETS = assets_folder()
 DEFAULT_MODEL = "smollm2-135m-instruct"
 TRANSLATOR_MODEL = "en-de-numbers"
 
