@@ -7,11 +7,13 @@
 >>> session.self_attention(layer=0).shape  # (heads, T, T)
 """
 
+from explorer.experiments import Intervention, ablate_heads, ablate_sublayer, patch
 from explorer.loading import LoadedModel, ModelEntry, ModelLoadError, list_models, load_model
 from explorer.model import ContextWindowError
 from explorer.session import GenerationSession, InputError, SessionFinished, StepResult
 
 __all__ = [
-    "ContextWindowError", "GenerationSession", "InputError", "LoadedModel", "ModelEntry", "ModelLoadError",
-    "SessionFinished", "StepResult", "list_models", "load_model",
+    "ContextWindowError", "GenerationSession", "InputError", "Intervention", "LoadedModel", "ModelEntry",
+    "ModelLoadError", "SessionFinished", "StepResult", "ablate_heads", "ablate_sublayer", "list_models", "load_model",
+    "patch",
 ]  # fmt: skip

@@ -17,6 +17,7 @@ matrix equals the one a full forward pass gives (the tests check it).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -26,6 +27,7 @@ from explorer.errors import InputError
 from explorer.loading import LoadedModel
 from explorer.model import ATTENTION, NOTHING, ContextWindowError, KVCache, Record, Trace
 from explorer.model.attention import attention_weights, causal_mask
+from explorer.model.taps import Intervention
 from explorer.model.trace import residual_stream_names
 from explorer.sampling import SamplingSettings, choose_token
 from explorer.tokens import continuation_texts, piece_text, piece_texts
@@ -241,6 +243,7 @@ class GenerationSession:
         record_attention: bool = True,
         n_top: int = 10,
         max_positions: int | None = None,
+        interventions: Sequence[Intervention] = (),
     ) -> None:
         self.loaded = loaded
         self.model = loaded.model
@@ -254,7 +257,9 @@ class GenerationSession:
         self.n_top = n_top
         cap = max_positions or MAX_SESSION_POSITIONS
         self.max_positions = min(cap, self.config.max_positions)
-        self.use_cache = use_cache
+        # What every pass of this session changes at the model's taps (a branch: with_interventions).
+        self.interventions = tuple(interventions)
+        self.use_cache = use_cache and not self.needs_whole_passes
         self.cache: KVCache | None = None
         self.steps: list[StepResult] = []
         self.timings: list[StepTiming] = []
@@ -280,7 +285,7 @@ class GenerationSession:
         self.prompt_length = len(self.token_ids)
         self._token_texts = piece_texts(self.tokenizer, self.token_ids)  # kept in step with token_ids
         self._source_texts = piece_texts(self.tokenizer, self.source_ids)
-        if use_cache:
+        if self.use_cache:
             self.cache = self.model.new_cache()
         self.prefill_ms, _ = self._process(self.prompt_length)
 
@@ -333,7 +338,7 @@ class GenerationSession:
     def _run_encoder(self) -> None:
         src = self.ids_tensor(self.source_ids)
         record = ATTENTION if "qk" in self.record else NOTHING
-        self.memory, trace = self.model.encode(src, record=record)
+        self.memory, trace = self.model.encode(src, record=record, interventions=self.interventions)
         if "attention" in record:
             for i in range(self.config.n_encoder_layers):
                 self.encoder_probs.append(trace.self_attention(i, "encoder")[0].float().cpu().numpy())
@@ -342,7 +347,9 @@ class GenerationSession:
     @torch.inference_mode()
     def run_decoder(self, ids: torch.Tensor, cache: KVCache | None = None, **kwargs):
         """The model's decoder over ``ids`` (1, T) with ``cache``; a translator's decoder also
-        reads the encoder's memory of this session's source. Changes nothing in the session."""
+        reads the encoder's memory of this session's source. Changes nothing in the session.
+        The session's interventions apply unless ``interventions`` says otherwise."""
+        kwargs.setdefault("interventions", self.interventions)
         if self.is_encoder_decoder:
             return self.model(ids, self.memory, cache=cache, **kwargs)
         return self.model(ids, cache=cache, **kwargs)
@@ -531,10 +538,17 @@ class GenerationSession:
             self.cache.truncate(n - 1)
         self._process(1)
 
+    @property
+    def needs_whole_passes(self) -> bool:
+        """Whether an intervention needs every position in each pass (a mean ablation): no cache then."""
+        return any(i.whole_sequence for i in self.interventions)
+
     def set_use_cache(self, use_cache: bool) -> None:
         """Switch the cache; the tokens so far are kept (turning it on fills the cache once)."""
         if use_cache == self.use_cache:
             return
+        if use_cache and self.needs_whole_passes:
+            raise InputError("A mean ablation needs every position in each pass: this branch runs without the cache.")
         self.use_cache = use_cache
         if not use_cache:
             self.cache = None
@@ -600,6 +614,36 @@ class GenerationSession:
     def generated_text(self) -> str:
         return self.tokenizer.decode(self.generated_ids, skip_special_tokens=True)
 
+    # ------------------------------------------------------------------ interventions
+    def with_interventions(self, interventions: Sequence[Intervention]) -> GenerationSession:
+        """A branch: a new session whose passes make these changes at the model's taps, with this
+        session's text, settings and tokens, each token rerun under them (forced ones stay
+        marked). It steps on from there under the interventions; this session is untouched."""
+        branch = GenerationSession(
+            self.loaded, self.text, use_cache=self.use_cache, chat=self.chat, record_attention="qk" in self.record,
+            n_top=self.n_top, max_positions=self.max_positions, interventions=interventions,
+            temperature=self.sampling.temperature, top_k=self.sampling.top_k, top_p=self.sampling.top_p,
+            seed=self.sampling.seed,
+        )  # fmt: skip
+        forced = {s.position - self.prompt_length for s in self.steps if s.forced}
+        branch.replay(self.generated_ids, forced=forced)
+        return branch
+
+    @torch.inference_mode()
+    def tap_values(self, tap: str) -> torch.Tensor:
+        """One tap's tensor over this session's whole sequence, in one pass under its
+        interventions (an encoder tap: over the source); what a patch takes from another run."""
+        record = Record.taps(tap)
+        if tap.startswith("encoder."):
+            _, trace = self.model.encode(
+                self.ids_tensor(self.source_ids), record=record, interventions=self.interventions
+            )
+        else:
+            trace = self.full_pass(record).trace
+        if tap not in trace:
+            raise InputError(f"this model has no tap {tap!r} (explorer/model/trace.py lists them)")
+        return trace[tap]
+
     # ------------------------------------------------------------------ cache on vs off
     def compare_cache_modes(self) -> CacheComparison:
         """Rerun this generation with the cache on and with it off, and compare.
@@ -608,6 +652,8 @@ class GenerationSession:
         tokens (forcing only where the user forced one), so identical tokens are a check,
         not an assumption.
         """
+        if self.needs_whole_passes:
+            raise InputError("This branch's mean ablation needs every position in each pass: it has no cached run.")
         forced = {s.position: s.token_id for s in self.steps if s.forced}
         n_steps = len(self.steps)
         runs = {}
@@ -616,7 +662,7 @@ class GenerationSession:
                 self.loaded, self.text, use_cache=use_cache, chat=self.chat,
                 record_attention="qk" in self.record, max_positions=self.max_positions,
                 temperature=self.sampling.temperature, top_k=self.sampling.top_k,
-                top_p=self.sampling.top_p, seed=self.sampling.seed,
+                top_p=self.sampling.top_p, seed=self.sampling.seed, interventions=self.interventions,
             )  # fmt: skip
             logits = [replay.next_logits()]
             for _ in range(n_steps):

@@ -175,11 +175,8 @@ def test_steps_run_the_fused_kernel_and_never_materialise_probabilities(checkpoi
     monkeypatch.setattr(
         attention.F, "scaled_dot_product_attention", lambda *a, **k: fused.append(1) or original(*a, **k)
     )
-    original_explicit = attention.MultiHeadAttention._explicit_attention
-    monkeypatch.setattr(
-        attention.MultiHeadAttention, "_explicit_attention",
-        lambda *a, **k: explicit.append(1) or original_explicit(*a, **k),
-    )  # fmt: skip
+    original_eager = attention.eager_attention
+    monkeypatch.setattr(attention, "eager_attention", lambda *a, **k: explicit.append(1) or original_eager(*a, **k))
     loaded = explorer.load_model(str(checkpoints["llama"]))
     session = explorer.GenerationSession(loaded, PROMPTS["llama"])
     session.step()

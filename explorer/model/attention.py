@@ -8,11 +8,16 @@ because the whole source sentence is known before decoding starts.
 Keys and values are made by ``project_kv`` and passed to ``forward`` as a ``LayerKV``,
 so the same ``forward`` serves a whole-sequence pass (keys of every position) and a
 cached step (keys from the cache plus the one new position).
+
+The attention itself is ``eager_attention``: softmax(q kᵀ/√d + mask) v, written out. A pass
+that neither keeps nor changes the scores or probabilities runs PyTorch's fused kernel
+instead, which computes the same without ever materialising the (queries x keys) matrix.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -21,7 +26,7 @@ from torch import nn
 from .cache import LayerKV
 from .config import ModelConfig
 from .positions import rotate
-from .trace import Trace
+from .taps import Tap, current_run
 
 
 def causal_mask(
@@ -62,10 +67,34 @@ def attention_scores(q: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor | N
 def attention_weights(q: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """softmax(q kᵀ / √d + mask): (B, heads, Tq, Tk) probabilities, every row summing to one.
 
-    The model's explicit path computes its probabilities here, and so does the session when a
-    view asks for one layer's attention (from the queries and keys the model used).
+    The session computes a layer's attention here when a view asks for it (from the queries and
+    keys the model used).
     """
     return attention_scores(q, keys, mask).softmax(dim=-1)
+
+
+def _unchanged(x: torch.Tensor) -> torch.Tensor:
+    return x
+
+
+def eager_attention(
+    q: torch.Tensor,  # (B, heads, Tq, hd)
+    keys: torch.Tensor,  # (B, kv_heads, Tk, hd)
+    values: torch.Tensor,  # (B, kv_heads, Tk, hd)
+    mask: torch.Tensor | None = None,  # (Tq, Tk), True where a query may look
+    tap_scores: Callable[[torch.Tensor], torch.Tensor] = _unchanged,
+    tap_probs: Callable[[torch.Tensor], torch.Tensor] = _unchanged,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(q kᵀ/√d + mask) v. Returns each head's output (B, heads, Tq, hd) and the
+    probabilities (B, heads, Tq, Tk); the scores and probabilities pass through the given taps."""
+    batch, n_heads, n_queries, hd = q.shape
+    n_kv_heads = keys.shape[1]
+    scores = tap_scores(attention_scores(q, keys, mask))  # (B, heads, Tq, Tk)
+    probs = tap_probs(scores.softmax(dim=-1))
+    # A key/value head serves n_heads / n_kv_heads query heads: their rows share one product.
+    grouped = probs.reshape(batch, n_kv_heads, (n_heads // n_kv_heads) * n_queries, -1)  # (B, kv, share*Tq, Tk)
+    z = (grouped @ values).view(batch, n_heads, n_queries, hd)  # (B, heads, Tq, hd)
+    return z, probs
 
 
 class MultiHeadAttention(nn.Module):
@@ -78,6 +107,14 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(d, config.n_kv_heads * hd, bias=config.qkv_bias)
         self.v_proj = nn.Linear(d, config.n_kv_heads * hd, bias=config.qkv_bias)
         self.o_proj = nn.Linear(config.n_heads * hd, d, bias=config.out_bias)
+        self.input = Tap("sublayers")  # (B, Tq, d_model): what the queries are made from
+        self.q = Tap("qk")  # (B, heads, Tq, hd), after rotary
+        self.k = Tap("qk")  # (B, kv_heads, Tk, hd), after rotary; a cached step: the whole cache
+        self.v = Tap("qkv")  # (B, kv_heads, Tk, hd)
+        self.scores = Tap("scores")  # (B, heads, Tq, Tk), before softmax, -inf where masked
+        self.probs = Tap("attention")  # (B, heads, Tq, Tk)
+        self.z = Tap("heads")  # (B, heads, Tq, hd): each head's output, before o_proj mixes them
+        self.out = Tap("sublayers")  # (B, Tq, d_model)
 
     def _split_heads(self, x: torch.Tensor, n_heads: int) -> torch.Tensor:
         batch, length, _ = x.shape
@@ -98,8 +135,6 @@ class MultiHeadAttention(nn.Module):
         *,
         causal: bool,
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
-        trace: Trace | None = None,
-        name: str = "",
     ) -> torch.Tensor:
         """Attend from x_q (batch, Tq, d_model) over ``kv``; returns (batch, Tq, d_model).
 
@@ -107,39 +142,15 @@ class MultiHeadAttention(nn.Module):
         A single new query (a cached step) needs no mask: every key is its past or itself.
         """
         batch, n_queries, _ = x_q.shape
-        n_keys = kv.length
-        q = self._split_heads(self.q_proj(x_q), self.n_heads)  # (B, heads, Tq, hd)
+        q = self._split_heads(self.q_proj(self.input(x_q)), self.n_heads)  # (B, heads, Tq, hd)
         if rotary is not None:  # (cos, sin) of the query positions
             q = rotate(q, rotary)
-        mask = causal_mask(n_queries, n_keys, x_q.device) if causal and n_queries > 1 else None  # (Tq, Tk)
-
-        record = trace is not None and ("attention" in trace.record or "scores" in trace.record)
-        if record:
-            context = self._explicit_attention(q, kv, mask, trace, name)
-        else:
-            # The fast path: PyTorch's fused kernel, which never materialises the probabilities.
-            context = F.scaled_dot_product_attention(
-                q, kv.keys, kv.values, attn_mask=mask, enable_gqa=self.share > 1
-            )  # (B, heads, Tq, hd)
-        if trace is not None and trace.record.kinds & {"qk", "qkv"}:
-            kind = "qkv" if "qkv" in trace.record else "qk"
-            trace.keep(kind, f"{name}.q", q)
-            # Cached keys are views of a buffer that undo may overwrite: "qkv" keeps copies;
-            # "qk" (the session's own record, which copies the rows it keeps) does not.
-            trace.keep(kind, f"{name}.k", kv.keys.clone() if kind == "qkv" else kv.keys)
-            trace.keep("qkv", f"{name}.v", kv.values.clone())
-        context = context.transpose(1, 2).reshape(batch, n_queries, self.n_heads * self.head_dim)
-        return self.o_proj(context)
-
-    def _explicit_attention(
-        self, q: torch.Tensor, kv: LayerKV, mask: torch.Tensor | None, trace: Trace, name: str
-    ) -> torch.Tensor:
-        """softmax(q k^T / sqrt(hd) + mask) v, written out so the probabilities can be kept."""
-        batch, n_heads, n_queries, hd = q.shape
-        scores = attention_scores(q, kv.keys, mask)  # (B, heads, Tq, Tk)
-        probs = scores.softmax(dim=-1)
-        trace.keep("scores", f"{name}.scores", scores)
-        trace.keep("attention", f"{name}.probs", probs)
-        grouped = probs.view(batch, self.n_kv_heads, self.share * n_queries, -1)  # (B, kv, share*Tq, Tk)
-        context = grouped @ kv.values  # (B, kv, share*Tq, hd)
-        return context.view(batch, n_heads, n_queries, hd)  # (B, heads, Tq, hd)
+        q, keys, values = self.q(q), self.k(kv.keys), self.v(kv.values)
+        mask = causal_mask(n_queries, kv.length, x_q.device) if causal and n_queries > 1 else None  # (Tq, Tk)
+        run = current_run()
+        if run is not None and (run.touches(self.scores) or run.touches(self.probs)):
+            z, _ = eager_attention(q, keys, values, mask, self.scores, self.probs)
+        else:  # PyTorch's fused kernel: the same numbers, no (Tq x Tk) matrix in memory
+            z = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=self.share > 1)
+        z = self.z(z)  # (B, heads, Tq, hd)
+        return self.out(self.o_proj(z.transpose(1, 2).reshape(batch, n_queries, self.n_heads * self.head_dim)))

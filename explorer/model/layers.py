@@ -21,7 +21,7 @@ from .attention import MultiHeadAttention
 from .cache import KVCache
 from .config import ModelConfig
 from .norms import make_norm
-from .trace import Trace
+from .taps import Tap
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "gelu": F.gelu,
@@ -39,9 +39,11 @@ class FeedForward(nn.Module):
         self.up_proj = nn.Linear(config.d_model, config.d_ff, bias=config.ffn_bias)
         self.down_proj = nn.Linear(config.d_ff, config.d_model, bias=config.ffn_bias)
         self.act = ACTIVATIONS[config.activation]
+        self.input, self.hidden, self.out = Tap("sublayers"), Tap("sublayers"), Tap("sublayers")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(self.act(self.up_proj(x)))  # (B, T, d_ff) inside
+        hidden = self.hidden(self.act(self.up_proj(self.input(x))))  # (B, T, d_ff)
+        return self.out(self.down_proj(hidden))
 
 
 class GatedFeedForward(nn.Module):
@@ -53,9 +55,12 @@ class GatedFeedForward(nn.Module):
         self.up_proj = nn.Linear(config.d_model, config.d_ff, bias=config.ffn_bias)
         self.down_proj = nn.Linear(config.d_ff, config.d_model, bias=config.ffn_bias)
         self.act = ACTIVATIONS[config.activation]
+        self.input, self.hidden, self.out = Tap("sublayers"), Tap("sublayers"), Tap("sublayers")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
+        x = self.input(x)
+        hidden = self.hidden(self.act(self.gate_proj(x)) * self.up_proj(x))  # (B, T, d_ff)
+        return self.out(self.down_proj(hidden))
 
 
 def make_feed_forward(config: ModelConfig) -> nn.Module:
@@ -80,17 +85,14 @@ class EncoderLayer(nn.Module):
         self.self_attn_norm = make_norm(config.norm, config.d_model, config.norm_eps)
         self.ffn = make_feed_forward(config)
         self.ffn_norm = make_norm(config.norm, config.d_model, config.norm_eps)
+        self.resid_after_attn, self.resid_after_ffn = Tap("residual"), Tap("residual")  # (B, S, d_model)
 
-    def forward(self, x: torch.Tensor, trace: Trace, name: str) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         def attend(h: torch.Tensor) -> torch.Tensor:
-            kv = self.self_attn.project_kv(h)
-            return self.self_attn(h, kv, causal=False, trace=trace, name=f"{name}.self_attn")
+            return self.self_attn(h, self.self_attn.project_kv(h), causal=False)
 
-        x = with_residual(x, self.self_attn_norm, attend, self.norm_first)
-        trace.keep("residual", f"{name}.resid_after_attn", x)
-        x = with_residual(x, self.ffn_norm, self.ffn, self.norm_first)
-        trace.keep("residual", f"{name}.resid_after_ffn", x)
-        return x
+        x = self.resid_after_attn(with_residual(x, self.self_attn_norm, attend, self.norm_first))
+        return self.resid_after_ffn(with_residual(x, self.ffn_norm, self.ffn, self.norm_first))
 
 
 class DecoderLayer(nn.Module):
@@ -105,8 +107,10 @@ class DecoderLayer(nn.Module):
         if config.is_encoder_decoder:
             self.cross_attn = MultiHeadAttention(config)
             self.cross_attn_norm = make_norm(config.norm, config.d_model, config.norm_eps)
+            self.resid_after_cross = Tap("residual")
         self.ffn = make_feed_forward(config)
         self.ffn_norm = make_norm(config.norm, config.d_model, config.norm_eps)
+        self.resid_after_attn, self.resid_after_ffn = Tap("residual"), Tap("residual")  # (B, T, d_model)
 
     def forward(
         self,
@@ -117,14 +121,12 @@ class DecoderLayer(nn.Module):
         cache: KVCache | None,
         memory: torch.Tensor | None,  # (B, S, d_model) encoder output, or None
         causal: bool,
-        trace: Trace,
-        name: str,
     ) -> torch.Tensor:
         def self_attend(h: torch.Tensor) -> torch.Tensor:
             kv = self.self_attn.project_kv(h, rotary)
             if cache is not None:  # keys of the past come from the cache, the new ones join it
                 kv = cache.append(index, kv.keys, kv.values)
-            return self.self_attn(h, kv, causal=causal, rotary=rotary, trace=trace, name=f"{name}.self_attn")
+            return self.self_attn(h, kv, causal=causal, rotary=rotary)
 
         def cross_attend(h: torch.Tensor) -> torch.Tensor:
             kv = cache.cross_attn[index] if cache is not None else None
@@ -132,13 +134,9 @@ class DecoderLayer(nn.Module):
                 kv = self.cross_attn.project_kv(memory)
                 if cache is not None:
                     cache.cross_attn[index] = kv
-            return self.cross_attn(h, kv, causal=False, trace=trace, name=f"{name}.cross_attn")
+            return self.cross_attn(h, kv, causal=False)
 
-        x = with_residual(x, self.self_attn_norm, self_attend, self.norm_first)
-        trace.keep("residual", f"{name}.resid_after_attn", x)
+        x = self.resid_after_attn(with_residual(x, self.self_attn_norm, self_attend, self.norm_first))
         if self.cross_attn is not None:
-            x = with_residual(x, self.cross_attn_norm, cross_attend, self.norm_first)
-            trace.keep("residual", f"{name}.resid_after_cross", x)
-        x = with_residual(x, self.ffn_norm, self.ffn, self.norm_first)
-        trace.keep("residual", f"{name}.resid_after_ffn", x)
-        return x
+            x = self.resid_after_cross(with_residual(x, self.cross_attn_norm, cross_attend, self.norm_first))
+        return self.resid_after_ffn(with_residual(x, self.ffn_norm, self.ffn, self.norm_first))

@@ -1,31 +1,44 @@
-"""What one forward pass or cached step recorded.
+"""What one forward pass or cached step recorded, and the name of every tap.
 
-Recording is opt-in: a pass records only the kinds named in its ``Record`` request, so
-that the fast path (no recording) runs at full speed. Every tensor has a stable name
-that says where it came from, in the style ``decoder.3.self_attn.probs``:
+Every internal tensor passes through a named tap (``explorer/model/taps.py``). A pass keeps
+only the kinds (or the names) its ``Record`` asks for, so that the fast path (nothing kept,
+nothing changed) runs at full speed; interventions change a tap's tensor by name. The taps:
 
-===============================  ===================================  ==========
-name                             shape                                kind
-===============================  ===================================  ==========
-``{stack}.{i}.self_attn.probs``  (batch, heads, queries, keys)        attention
-``decoder.{i}.cross_attn.probs`` (batch, heads, target, source)       attention
-``{stack}.{i}.{attn}.scores``    (batch, heads, queries, keys)        scores
-``{stack}.{i}.{attn}.q|k|v``     (batch, heads, positions, head_dim)  qkv
-``{stack}.{i}.{attn}.q|k``       (batch, heads, positions, head_dim)  qk
-``{stack}.embed``                (batch, positions, d_model)          residual
-``{stack}.{i}.resid_after_attn`` (batch, positions, d_model)          residual
-``decoder.{i}.resid_after_cross``(batch, positions, d_model)          residual
-``{stack}.{i}.resid_after_ffn``  (batch, positions, d_model)          residual
-``logits``                       (batch, positions, vocab)            logits
-===============================  ===================================  ==========
+=====================================  ===================================  ==========
+name                                   shape                                kind
+=====================================  ===================================  ==========
+``{stack}.embed``                      (batch, positions, d_model)          residual
+``{stack}.{i}.{attn}.input``           (batch, queries, d_model)            sublayers
+``{stack}.{i}.{attn}.q|k``             (batch, heads, positions, head_dim)  qk
+``{stack}.{i}.{attn}.v``               (batch, heads, positions, head_dim)  qkv
+``{stack}.{i}.{attn}.scores``          (batch, heads, queries, keys)        scores
+``{stack}.{i}.{attn}.probs``           (batch, heads, queries, keys)        attention
+``{stack}.{i}.{attn}.z``               (batch, heads, queries, head_dim)    heads
+``{stack}.{i}.{attn}.out``             (batch, queries, d_model)            sublayers
+``{stack}.{i}.resid_after_attn``       (batch, positions, d_model)          residual
+``decoder.{i}.resid_after_cross``      (batch, positions, d_model)          residual
+``{stack}.{i}.ffn.input``              (batch, positions, d_model)          sublayers
+``{stack}.{i}.ffn.hidden``             (batch, positions, d_ff)             sublayers
+``{stack}.{i}.ffn.out``                (batch, positions, d_model)          sublayers
+``{stack}.{i}.resid_after_ffn``        (batch, positions, d_model)          residual
+``encoder.memory``                     (batch, source, d_model)             residual
+``final_norm``                         (batch, positions, d_model)          residual
+``logits``                             (batch, positions, vocab)            logits
+=====================================  ===================================  ==========
 
-``stack`` is ``encoder`` or ``decoder`` (decoder-only models have just the decoder).
+``stack`` is ``encoder`` or ``decoder`` (decoder-only models have just the decoder); ``attn`` is
+``self_attn`` or, in a translator's decoder, ``cross_attn``. ``input`` is what the sublayer
+reads (normed first in a pre-norm model); ``z`` is each head's output, softmax(q kᵀ/√d) v,
+before the output projection mixes the heads; ``hidden`` is the feed-forward's activation
+(after the gate in SwiGLU).
 Scores are pre-softmax and already scaled by 1/sqrt(head_dim); masked entries are -inf.
 Queries and keys are as attention used them (after rotary). Keys and values in a cached step
 cover the whole cache (past and new positions), and grouped-query keys/values are recorded per
 key/value head, before sharing. ``qk`` keeps the same q and k as ``qkv`` without copying: its
 keys in a cached step are the cache's own buffer, valid until the cache next changes (the
 session copies the rows it keeps, and computes attention from them when a view asks).
+Scores and probabilities exist only in a pass that keeps or changes them: otherwise attention
+runs PyTorch's fused kernel, which never makes them.
 """
 
 from __future__ import annotations
@@ -34,14 +47,15 @@ from dataclasses import dataclass, field
 
 import torch
 
-KINDS = frozenset({"attention", "scores", "qkv", "qk", "residual", "logits"})
+KINDS = frozenset({"attention", "scores", "qkv", "qk", "heads", "sublayers", "residual", "logits"})
 
 
 @dataclass(frozen=True)
 class Record:
-    """Which kinds of tensor a pass should keep. ``Record()`` keeps nothing."""
+    """Which tensors a pass should keep: whole kinds, and single taps by name. ``Record()`` keeps nothing."""
 
     kinds: frozenset = frozenset()
+    names: frozenset = frozenset()
 
     def __post_init__(self) -> None:
         unknown = set(self.kinds) - KINDS
@@ -53,11 +67,20 @@ class Record:
         return cls(frozenset(kinds))
 
     @classmethod
+    def taps(cls, *names: str) -> Record:
+        """Keep these taps only (names as in the table above)."""
+        return cls(names=frozenset(names))
+
+    @classmethod
     def everything(cls) -> Record:
         return cls(KINDS)
 
     def __contains__(self, kind: str) -> bool:
         return kind in self.kinds
+
+    def wants(self, kind: str, name: str) -> bool:
+        # "qkv" keeps the queries and keys too (as copies); "qk" keeps only them.
+        return kind in self.kinds or name in self.names or (kind == "qk" and "qkv" in self.kinds)
 
 
 def residual_stream_names(n_layers: int, stack: str = "decoder") -> list[str]:
@@ -76,9 +99,15 @@ class Trace:
     record: Record = NOTHING
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
 
+    def wants(self, kind: str, name: str) -> bool:
+        return self.record.wants(kind, name)
+
     def keep(self, kind: str, name: str, tensor: torch.Tensor) -> None:
-        if kind in self.record:
-            self.tensors[name] = tensor.detach()
+        if self.record.wants(kind, name):
+            # Cached keys and values are views of a buffer that undo may overwrite: "qkv" keeps
+            # copies; "qk" (the session's own record, which copies the rows it keeps) does not.
+            copy = kind in ("qk", "qkv") and "qkv" in self.record
+            self.tensors[name] = tensor.detach().clone() if copy else tensor.detach()
 
     def __getitem__(self, name: str) -> torch.Tensor:
         try:

@@ -8,6 +8,7 @@ through cross-attention.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -18,6 +19,7 @@ from .config import ModelConfig
 from .layers import DecoderLayer, EncoderLayer
 from .norms import make_norm
 from .positions import RotaryPositions, SinusoidalPositions, embedding_scale
+from .taps import Intervention, Tap, name_taps, tapping
 from .trace import NOTHING, Record, Trace
 
 
@@ -47,12 +49,13 @@ class InputEmbedding(nn.Module):
             self.positions = nn.Embedding(config.max_positions, config.d_model)
         elif config.positions == "sinusoidal":
             self.positions = SinusoidalPositions(config.max_positions, config.d_model)
+        self.tap = Tap("residual")  # the residual stream as it starts: "{stack}.embed"
 
     def forward(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         x = self.embed_tokens(ids) * self.scale  # (B, T, d_model)
         if self.positions is not None:
             x = x + self.positions(positions)
-        return x
+        return self.tap(x)
 
 
 def check_positions(start: int, length: int, max_positions: int, device: torch.device | None = None) -> torch.Tensor:
@@ -73,14 +76,14 @@ class Encoder(nn.Module):
         self.final_norm = (
             make_norm(config.norm, config.d_model, config.norm_eps) if config.final_norm else nn.Identity()
         )
+        self.memory = Tap("residual")
 
-    def forward(self, ids: torch.Tensor, trace: Trace) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
         positions = check_positions(0, ids.shape[1], self.embed.max_positions, ids.device)
         x = self.embed(ids, positions)  # (B, S, d_model)
-        trace.keep("residual", "encoder.embed", x)
-        for i, layer in enumerate(self.layers):
-            x = layer(x, trace, f"encoder.{i}")
-        return self.final_norm(x)  # (B, S, d_model): the memory the decoder reads
+        for layer in self.layers:
+            x = layer(x)
+        return self.memory(self.final_norm(x))  # (B, S, d_model): the memory the decoder reads
 
 
 class Decoder(nn.Module):
@@ -102,18 +105,13 @@ class Decoder(nn.Module):
         cache: KVCache | None,
         memory: torch.Tensor | None,
         causal: bool,
-        trace: Trace,
     ) -> torch.Tensor:
         start = cache.length if cache is not None else 0
         positions = check_positions(start, ids.shape[1], self.embed.max_positions, ids.device)
         x = self.embed(ids, positions)  # (B, T, d_model)
-        trace.keep("residual", "decoder.embed", x)
         rotary = self.rotary.angles(positions) if self.rotary is not None else None
         for i, layer in enumerate(self.layers):
-            x = layer(
-                x, index=i, rotary=rotary, cache=cache, memory=memory, causal=causal,
-                trace=trace, name=f"decoder.{i}",
-            )  # fmt: skip
+            x = layer(x, index=i, rotary=rotary, cache=cache, memory=memory, causal=causal)
         return x  # (B, T, d_model), before the final norm
 
 
@@ -131,6 +129,24 @@ class LanguageModel(nn.Module):
         self.register_buffer("final_logits_bias", torch.zeros(config.vocab_size), persistent=True)
         if not config.final_logits_bias:
             self.final_logits_bias = None
+        self.final_norm = Tap("residual")  # (B, T, d_model): the last residual, normed
+        self.logits = Tap("logits")  # (B, T, vocab)
+        self._taps: dict[str, Tap] = {}
+
+    def taps(self) -> dict[str, Tap]:
+        """Every tap by name (trace.py's table), named from the module tree on first use."""
+        if not self._taps:
+            self._taps = name_taps(self)
+        return self._taps
+
+    def tapped(self, record: Record, interventions: Sequence[Intervention], start: int = 0):
+        """A trace for ``record``, and the context its pass runs in (see taps.tapping)."""
+        taps = self.taps()
+        for intervention in interventions:
+            if intervention.tap not in taps:
+                raise ValueError(f"{intervention.description}: this model has no tap {intervention.tap!r}")
+        trace = Trace(record)
+        return trace, tapping(trace, interventions, start)
 
     def new_cache(self) -> KVCache:
         return KVCache(self.config.n_layers)
@@ -141,10 +157,10 @@ class LanguageModel(nn.Module):
         Applied to the last layer's output this is the model's prediction; applied to an
         earlier layer's residual it is the "logit lens".
         """
-        logits = self.lm_head(self.decoder.final_norm(residual))
+        logits = self.lm_head(self.final_norm(self.decoder.final_norm(residual)))
         if self.final_logits_bias is not None:
             logits = logits + self.final_logits_bias
-        return logits
+        return self.logits(logits)
 
     def _decode(
         self,
@@ -154,13 +170,12 @@ class LanguageModel(nn.Module):
         record: Record,
         last_only: bool,
         causal: bool,
+        interventions: Sequence[Intervention],
     ) -> Output:
-        trace = Trace(record)
-        hidden = self.decoder(ids, cache=cache, memory=memory, causal=causal, trace=trace)
-        if last_only:
-            hidden = hidden[:, -1:]
-        logits = self.unembed(hidden)
-        trace.keep("logits", "logits", logits)
+        trace, tapped = self.tapped(record, interventions, start=cache.length if cache is not None else 0)
+        with tapped:
+            hidden = self.decoder(ids, cache=cache, memory=memory, causal=causal)
+            logits = self.unembed(hidden[:, -1:] if last_only else hidden)
         return Output(logits, trace)
 
     def load_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
@@ -196,14 +211,16 @@ class DecoderOnlyLM(LanguageModel):
         record: Record = NOTHING,
         last_only: bool = False,
         causal: bool = True,
+        interventions: Sequence[Intervention] = (),
     ) -> Output:
         """Logits for every position of ``ids`` (only the last with ``last_only``).
 
         With a cache, ``ids`` are the new tokens: their keys and values join the cache and
         they attend over everything cached before them. ``causal=False`` removes the mask,
-        which only the explorer's sandbox does, to show the future leaking.
+        which only the explorer's sandbox does, to show the future leaking. ``interventions``
+        change named taps' tensors during the pass (see explorer/model/interventions.py).
         """
-        return self._decode(ids, None, cache, record, last_only, causal)
+        return self._decode(ids, None, cache, record, last_only, causal, interventions)
 
 
 class EncoderDecoderLM(LanguageModel):
@@ -213,10 +230,15 @@ class EncoderDecoderLM(LanguageModel):
         super().__init__(config)
         self.encoder = Encoder(config, self.embed_tokens)
 
-    def encode(self, source_ids: torch.Tensor, record: Record = NOTHING) -> tuple[torch.Tensor, Trace]:
-        """(B, S) source ids -> memory (B, S, d_model) and the encoder's trace."""
-        trace = Trace(record)
-        return self.encoder(source_ids, trace), trace
+    def encode(
+        self, source_ids: torch.Tensor, record: Record = NOTHING, interventions: Sequence[Intervention] = ()
+    ) -> tuple[torch.Tensor, Trace]:
+        """(B, S) source ids -> memory (B, S, d_model) and the encoder's trace; interventions on
+        encoder taps apply here (those on decoder taps, in ``forward``)."""
+        trace, tapped = self.tapped(record, interventions)
+        with tapped:
+            memory = self.encoder(source_ids)
+        return memory, trace
 
     def forward(
         self,
@@ -226,8 +248,9 @@ class EncoderDecoderLM(LanguageModel):
         record: Record = NOTHING,
         last_only: bool = False,
         causal: bool = True,
+        interventions: Sequence[Intervention] = (),
     ) -> Output:
-        return self._decode(target_ids, memory, cache, record, last_only, causal)
+        return self._decode(target_ids, memory, cache, record, last_only, causal, interventions)
 
 
 def build_model(config: ModelConfig) -> LanguageModel:
