@@ -139,6 +139,7 @@ def wire(demo: gr.Blocks, page: Page) -> None:
         control.change(on(page, events.on_sampling), [page.state, *sampling], [page.kept])
     page.compare_button.click(on(page, events.on_compare), [page.state], p("timing_plot", "cache_info"))
     page.parallel_button.click(on(page, events.on_parallel_check), [page.state], [page.parallel_info])
+    wire_switching_off(page, figures)
     page.sandbox_button.click(on(page, events.on_sandbox), [page.state], p("sandbox_info", "sandbox_plot"))
     wire_save_and_share(page, restored)
 
@@ -157,6 +158,20 @@ def wire_view_choices(page: Page, figures: list, quick: dict) -> None:
         getattr(page, tab).select(on(page, events.opener(name)), [state], figures, **quick)
     page.roles_image.select(on(page, events.on_role_click), [state], [page.layer, page.head, *figures], **quick)
     page.image_format.input(on(page, events.on_image_format), [state, page.image_format], figures, **quick)
+
+
+def wire_switching_off(page: Page, figures: list) -> None:
+    """The Switch heads off tab, and Head roles' "test it"."""
+    choice = [page.state, page.switched_off, page.ablation_method]
+    shown = page.pick("switched_off", "ablation_info", "ablation_plot")
+    page.add_head_button.click(on(page, events.on_add_head), choice, shown)
+    page.add_attention_button.click(on(page, events.sublayer_adder("attention")), choice, shown)
+    page.add_mlp_button.click(on(page, events.sublayer_adder("mlp")), choice, shown)
+    for run in (page.run_ablation_button.click, page.switched_off.submit):
+        run(on(page, events.on_run_ablation), choice, shown)
+    page.clear_ablation_button.click(on(page, events.on_clear_ablation), [page.state, page.ablation_method], shown)
+    tested = [page.tabs, page.switched_off, *figures]  # the result opens on the Switch heads off tab
+    page.test_head_button.click(on(page, events.on_test_head), [page.state, page.ablation_method], tested)
 
 
 def wire_save_and_share(page: Page, restored: set) -> None:

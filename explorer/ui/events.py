@@ -13,10 +13,10 @@ import time
 
 import gradio as gr
 
-from explorer.analysis import proof
+from explorer.analysis import ablation, proof
 from explorer.errors import InputError
 from explorer.ui import insights, views
-from explorer.ui.render import Updates, kept_value, plot, render, self_heatmap, tab_views
+from explorer.ui.render import Updates, ablation_tab, kept_value, plot, render, self_heatmap, tab_views
 from explorer.ui.tab import NO_MODEL, USER_ERRORS, current, new_session, require, tab_event
 from explorer.ui.views import ExplorerState
 from explorer.viz import head_at, role_at
@@ -190,6 +190,62 @@ def opener(name: str):
 
 
 # ---------------------------------------------------------------- experiments
+def chosen_head(st: ExplorerState) -> tuple[int, int]:
+    if st.head == views.MEAN:
+        raise InputError("Choose one head above (not the average of the heads) to switch it off.")
+    return st.layer, int(st.head)
+
+
+@tab_event
+def on_add_head(st, text, method) -> Updates:
+    st = require(st)
+    st.switched_off = ablation.parse(text, st.session, method).with_head(*chosen_head(st))  # and what was typed
+    return switched_off_views(st)
+
+
+def sublayer_adder(sublayer: str):
+    """The callback that adds the selected layer's attention or feed-forward."""
+
+    @tab_event
+    def on_add_sublayer(st, text, method) -> Updates:
+        st = require(st)
+        st.switched_off = ablation.parse(text, st.session, method).with_sublayer(st.layer, sublayer)
+        return switched_off_views(st)
+
+    return on_add_sublayer
+
+
+@tab_event
+def on_run_ablation(st, text, method, progress=gr.Progress()) -> Updates:
+    st = require(st)
+    st.switched_off = ablation.parse(text, st.session, method)
+    progress(0, desc=f"Rerunning the tokens with {st.switched_off.describe()} switched off")
+    st.keep("ablation", ablation.ablate(st.session, st.switched_off))
+    return switched_off_views(st)
+
+
+@tab_event
+def on_clear_ablation(st, method) -> Updates:
+    st = require(st)
+    st.switched_off = ablation.SwitchedOff(method=method if method in ablation.ABLATIONS else "zero")
+    return switched_off_views(st)
+
+
+@tab_event
+def on_test_head(st, method) -> Updates:
+    """Head roles' "test it": switch the selected head off, alone, and show what changed."""
+    st = require(st)
+    layer, head = chosen_head(st)
+    st.switched_off = ablation.SwitchedOff(frozenset({(layer, head)}), method=method)
+    st.keep("ablation", ablation.ablate(st.session, st.switched_off))
+    st.tab = "ablation"
+    return {"tabs": gr.Tabs(selected="ablation"), "switched_off": st.switched_off.text(), **tab_views(st)}
+
+
+def switched_off_views(st: ExplorerState) -> Updates:
+    return {"switched_off": st.switched_off.text(), **ablation_tab(st)}
+
+
 @tab_event
 def on_parallel_check(st, progress=gr.Progress()) -> Updates:
     st = require(st)

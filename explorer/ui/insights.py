@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer.analysis import cost, lens, proof, roles
+from explorer.analysis import ablation, cost, lens, proof, roles
 from explorer.tokens import visible
 from explorer.ui.views import MEAN, ExplorerState, head_label, pick_head
 from explorer.viz import attention_heatmap, logit_lens_heatmap, role_grid
+from explorer.viz.ablation import ablation_chart
 
 
 # ---------------------------------------------------------------- logit lens
@@ -45,7 +46,7 @@ def roles_image(state: ExplorerState):
         for h, tag in enumerate(row):
             if tag:
                 strength[i, h] = result.scores[tag][i, h]
-    return role_grid(result.tags, strength, selected_head(state))
+    return role_grid(result.tags, strength, selected_head(state), switched_off=state.switched_off.heads)
 
 
 def roles_summary(state: ExplorerState) -> str:
@@ -85,6 +86,56 @@ def role_head_figure(state: ExplorerState):
     return attention_heatmap(
         pick_head(session.self_attention(state.layer), state.head), tokens, tokens, causal=True,
         title=f"{what}, layer {state.layer}, {head_label(state.head)}", selected_query=state.query_position(),
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------- switching heads off
+def ablation_result(state: ExplorerState) -> ablation.AblationResult | None:
+    """The last run, while it covers the tokens on screen and the choice in the box."""
+    result = state.result("ablation")
+    return result if result is not None and result.switched_off == state.switched_off else None
+
+
+def ablation_summary(state: ExplorerState) -> str:
+    chosen = state.switched_off
+    result = ablation_result(state)
+    if not chosen:
+        return "Nothing is switched off yet: add a head or a sublayer, or type one (`17.3`, `5.mlp`)."
+    if result is None:
+        return (
+            f"Switched off ({chosen.method}): **{chosen.describe()}**. Press **Run with these switched off** to "
+            f"rerun the {len(state.session.token_ids)} tokens on screen without them."
+        )
+    tokens = state.session.token_texts()
+    lines = [
+        f"With **{chosen.describe()}** switched off ({chosen.method}), the tokens on screen had a mean probability "
+        f"of **{result.before.mean():.2f}** as the model is and **{result.after.mean():.2f}** switched off."
+    ]
+    first = result.prompt_length
+    changed = sum(result.chosen_after[p - 1] != result.token_ids[p] for p in range(first, len(result.token_ids)))
+    if first >= len(result.token_ids):
+        lines.append("No token has been generated yet: step to see where the greedy choice would depart.")
+    elif result.departs_at is None:
+        lines.append(f"Every one of the {len(result.token_ids) - first} generated tokens is still the greedy choice.")
+    else:
+        p = result.departs_at
+        now = state.session.tokenizer.decode([result.chosen_after[p - 1]])
+        lines.append(
+            f"The greedy choice first departs at position {p}: the model chose {visible(tokens[p])!r}, switched off it "
+            f"would choose {visible(now)!r} ({changed} of {len(result.token_ids) - first} generated tokens differ)."
+        )
+    return " ".join(lines)
+
+
+def ablation_figure(state: ExplorerState):
+    result = ablation_result(state)
+    if result is None:
+        return None
+    chosen = state.switched_off
+    return ablation_chart(
+        state.session.token_texts(), result.before.tolist(), result.after.tolist(),
+        title=f"Each token's probability, with {chosen.describe()} switched off ({chosen.method})",
+        first_generated=result.prompt_length, departs_at=result.departs_at,
     )  # fmt: skip
 
 

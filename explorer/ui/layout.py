@@ -183,6 +183,18 @@ class Page:
     roles_image: gr.Image
     roles_info: gr.Markdown
     role_head_plot: gr.Plot
+    test_head_button: gr.Button
+    # switching heads off
+    ablation_tab: gr.Tab
+    switched_off: gr.Textbox
+    ablation_method: gr.Radio
+    add_head_button: gr.Button
+    add_attention_button: gr.Button
+    add_mlp_button: gr.Button
+    run_ablation_button: gr.Button
+    clear_ablation_button: gr.Button
+    ablation_info: gr.Markdown
+    ablation_plot: gr.Plot
     proof_tab: gr.Tab
     parallel_button: gr.Button
     sandbox_button: gr.Button
@@ -204,7 +216,7 @@ SESSION_BUTTONS = ("step_button", "generate_button", "undo_button", "reset_butto
 # The tabs, by the name ExplorerState.tab gives them.
 TABS = {
     "self": "self_tab", "cross": "cross_tab", "layers": "layers_tab", "cache": "cache_tab", "lens": "lens_tab",
-    "roles": "roles_tab", "proof": "proof_tab", "architecture": "architecture_tab",
+    "roles": "roles_tab", "ablation": "ablation_tab", "proof": "proof_tab", "architecture": "architecture_tab",
 }  # fmt: skip
 
 
@@ -391,6 +403,8 @@ def model_tabs() -> dict:
         )
     with gr.Tab("Head roles", id="roles", elem_id="tab-roles") as made["roles_tab"]:
         made |= head_roles()
+    with gr.Tab("Switch heads off", id="ablation", elem_id="tab-ablation") as made["ablation_tab"]:
+        made |= switch_off()
     with gr.Tab("Causal proof", id="proof", elem_id="tab-proof") as made["proof_tab"]:
         gr.Markdown(texts.CAUSAL_PROOF, elem_classes="explain")
         with gr.Row():
@@ -421,5 +435,33 @@ def head_roles() -> dict:
         with gr.Column(scale=2, min_width=280):
             gr.Markdown(texts.HEAD_ROLES, elem_classes="explain")
             made["roles_info"] = gr.Markdown(elem_id="roles-info")
+    made["test_head_button"] = gr.Button("Test it: switch the selected head off", elem_id="test-head")
     made["role_head_plot"] = gr.Plot(label="The selected head", elem_id="role-head")
+    return made
+
+
+def switch_off() -> dict:
+    made = {}
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3, min_width=300):
+            made["switched_off"] = gr.Textbox(
+                label="Switched off (layer.head, layer.attention, layer.mlp)", placeholder="e.g. 17.3, 18.6",
+                elem_id="switched-off",
+            )  # fmt: skip
+            with gr.Row():
+                made["add_head_button"] = gr.Button("Add the selected head", elem_id="add-head", size="sm")
+                made["add_attention_button"] = gr.Button(
+                    "Add this layer's attention", elem_id="add-attention", size="sm"
+                )
+                made["add_mlp_button"] = gr.Button("Add this layer's feed-forward", elem_id="add-mlp", size="sm")
+            made["ablation_method"] = gr.Radio(["zero", "mean"], value="zero", label="Switch off by", elem_id="method")
+            with gr.Row():
+                made["run_ablation_button"] = gr.Button(
+                    "Run with these switched off", variant="primary", elem_id="run-ablation"
+                )
+                made["clear_ablation_button"] = gr.Button("Clear", elem_id="clear-ablation")
+        with gr.Column(scale=2, min_width=240):
+            gr.Markdown(texts.SWITCH_OFF, elem_classes="explain")
+    made["ablation_info"] = gr.Markdown(elem_id="ablation-info")
+    made["ablation_plot"] = gr.Plot(label="Each token's probability, switched off", elem_id="ablation-chart")
     return made

@@ -23,8 +23,8 @@ Updates = dict[str, object]
 # Everything a change of the view may redraw, and everything a step may change.
 FIGURES = (
     "self_plot", "heads", "cross_plot", "encoder_plot", "layers_plot", "timing_plot", "lens_plot", "roles_image",
-    "roles_info", "role_head_plot", "parallel_info", "sandbox_info", "sandbox_plot", "architecture_info",
-    "cost_info", "kept",
+    "roles_info", "role_head_plot", "ablation_info", "ablation_plot", "parallel_info", "sandbox_info", "sandbox_plot",
+    "architecture_info", "cost_info", "kept",
 )  # fmt: skip
 STEP_VIEWS = ("state", "status", "strip", "candidates", "cache_info", *FIGURES)
 # What only a new session changes, and what only a new model changes. Layout blocks (a tab, a
@@ -127,6 +127,15 @@ def roles_tab(st: ExplorerState) -> Updates:
         return {"roles_image": None, "roles_info": str(error), "role_head_plot": None}
 
 
+def ablation_tab(st: ExplorerState) -> Updates:
+    """The result of switching off. (The box of what to switch off is not among a tab's views: a
+    choice typed while the tab opened would be overwritten; the callbacks that change it set it.)"""
+    return {
+        "ablation_info": insights.ablation_summary(st),
+        "ablation_plot": _figure(st, insights.ablation_figure(st), "switched-off"),
+    }
+
+
 def proof_tab(st: ExplorerState) -> Updates:
     return {
         "parallel_info": insights.parallel_summary(st), "sandbox_info": insights.sandbox_summary(st),
@@ -141,6 +150,7 @@ FIGURES_OF_TAB = {
     "cache": lambda st: {"timing_plot": _figure(st, views.timing_figure(st), "timing")},
     "lens": lambda st: {"lens_plot": _figure(st, insights.lens_figure(st), "logit-lens")},
     "roles": roles_tab,
+    "ablation": ablation_tab,
     "proof": proof_tab,
     "architecture": lambda st: {
         "architecture_info": insights.architecture_table(st), "cost_info": insights.cost_table(st)

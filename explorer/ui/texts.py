@@ -57,6 +57,16 @@ how models copy from context), **A** alignment (cross-attention moving forward t
 source). A head is tagged when its best score passes the threshold (0.5; induction 0.4);
 stronger colour, stronger evidence. Click a square to open that head."""
 
+SWITCH_OFF = """**Test a claim: switch heads off.** Attention shows where a head looks, not whether the
+model needs it. Choose a layer and a head above and add it (or a whole layer's attention or
+feed-forward), or type them: `17.3` is layer 17's head 3, `5.attention` and `5.mlp` are layer 5's
+attention and feed-forward. **Run** reruns the tokens on screen with those switched off: **zero**
+removes a head's output; **mean** replaces it at each position by its average over the text so
+far, so the head still adds its usual amount but nothing about this token. The chart shows the
+probability the model gave each token on screen, as it is and switched off; the dashed line is
+the first generated token the changed model would not have chosen. Switched-off heads are
+crossed out in red wherever heads are drawn. Your session is not changed."""
+
 CAUSAL_PROOF = """**The causal proof, live.** Training feeds a whole text in one pass; generation feeds one
 token at a time. They give the same numbers only because of the causal mask: position *i*
 cannot read anything after *i*, so later tokens cannot change it. **Run the parallel check**

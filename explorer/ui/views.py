@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from explorer.analysis.ablation import SwitchedOff
 from explorer.analysis.domain import domain_note
 from explorer.session import CacheComparison, GenerationSession, InputError, TopToken
 from explorer.tokens import visible
@@ -37,6 +38,7 @@ class ExplorerState:
     stopped_at: int | None = None  # the token count at which Stop ended a Generate
     placed_text: str | None = None  # the text the explorer last put in the box (not typed by the user)
     image_format: str = "png"  # what the figures' camera button downloads: "png" or "svg"
+    switched_off: SwitchedOff = field(default_factory=SwitchedOff)  # heads and sublayers to switch off
     # Results computed on request (the causal proof, the sandbox, head roles), each with the
     # tokens it covered: shown only while those are the tokens on screen.
     results: dict = field(default_factory=dict, repr=False)
@@ -46,6 +48,8 @@ class ExplorerState:
     def start(self, model_name: str, session: GenerationSession) -> None:
         """Show a new session (new text, settings or model); keep the layer and head where the model has them."""
         config = session.config
+        if model_name != self.model_name:
+            self.switched_off = SwitchedOff()  # another model's heads
         self.model_name, self.session = model_name, session
         self.layer = min(self.layer, config.n_layers - 1)
         if self.head != MEAN and int(self.head) >= config.n_heads:
@@ -198,7 +202,8 @@ def encoder_attention_figure(state: ExplorerState):
 
 def heads_image(state: ExplorerState) -> str:
     """Every head of the layer in one image, as a PNG file's path (``viz.head_at`` reads a click on it)."""
-    return png_file(head_grid(state.session.self_attention(state.layer), causal=True))
+    attention = state.session.self_attention(state.layer)
+    return png_file(head_grid(attention, causal=True, switched_off=state.switched_off.heads_of(state.layer)))
 
 
 def every_layer_figure(state: ExplorerState):

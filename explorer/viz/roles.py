@@ -6,7 +6,11 @@ grid (``role_at`` maps a click back to a layer and head).
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
+
+from .thumbnails import cross_out
 
 ROLE_COLORS = {
     "previous token": (230, 85, 13),
@@ -23,8 +27,14 @@ LEFT = 34  # room for "L12"
 TOP = 16  # room for "h3"
 
 
-def role_grid(tags: list[list[str]], strength: np.ndarray, selected: tuple[int, int] | None = None):
-    """tags[layer][head] and strength (layers, heads) in [0, 1] -> a PIL image, layer 0 on top."""
+def role_grid(
+    tags: list[list[str]],
+    strength: np.ndarray,
+    selected: tuple[int, int] | None = None,
+    switched_off: Collection[tuple[int, int]] = (),
+):
+    """tags[layer][head] and strength (layers, heads) in [0, 1] -> a PIL image, layer 0 on top;
+    the selected head outlined, the switched-off heads crossed out in red."""
     from PIL import Image, ImageDraw
 
     layers, heads = strength.shape
@@ -43,6 +53,8 @@ def role_grid(tags: list[list[str]], strength: np.ndarray, selected: tuple[int, 
             fill = tuple(int(255 - (255 - c) * weight) for c in color)
             x, y = LEFT + h * step, TOP + i * step
             draw.rectangle((x, y, x + SQUARE - 1, y + SQUARE - 1), fill=fill)
+            if (i, h) in switched_off:
+                cross_out(draw, x, y, SQUARE)
             if ROLE_LETTERS[tag]:
                 draw.text((x + 9, y + 7), ROLE_LETTERS[tag], fill=(255, 255, 255) if weight > 0.6 else (40, 40, 40))
             if selected == (i, h):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -13,6 +14,7 @@ GRID_COLUMNS = 5
 CELL = 120  # thumbnail side, pixels
 GAP = 8
 LABEL = 18  # height of the "head h" line above each thumbnail
+OFF_RGB = (203, 24, 29)  # switched-off heads
 
 
 def head_thumbnails(attention: np.ndarray, causal: bool, size: int = CELL, gamma: float = 0.5) -> list[np.ndarray]:
@@ -32,20 +34,34 @@ def head_thumbnails(attention: np.ndarray, causal: bool, size: int = CELL, gamma
     return list(rgb.astype(np.uint8))
 
 
-def head_grid(attention: np.ndarray, causal: bool, columns: int = GRID_COLUMNS):
-    """Every head's thumbnail in one image, labelled "head h", in rows of ``columns``.
+def head_grid(attention: np.ndarray, causal: bool, columns: int = GRID_COLUMNS, switched_off: Iterable[int] = ()):
+    """Every head's thumbnail in one image, labelled "head h", in rows of ``columns``; the heads in
+    ``switched_off`` crossed out in red and labelled so.
 
     One image is one file to send and one element to draw (a gallery of nine cost the page
     about 90 ms a step). ``head_at`` maps a click on it back to a head.
     """
-    from PIL import Image
+    from PIL import Image, ImageDraw
 
     thumbs = head_thumbnails(attention, causal)
     grid = _labelled_grid(len(thumbs), columns).copy()
     for h, thumb in enumerate(thumbs):
         x, y = (h % columns) * (CELL + GAP), (h // columns) * (CELL + GAP + LABEL)
         grid.paste(Image.fromarray(thumb), (x, y + LABEL))
+    draw = ImageDraw.Draw(grid)
+    for h in switched_off:
+        x, y = (h % columns) * (CELL + GAP), (h // columns) * (CELL + GAP + LABEL)
+        cross_out(draw, x, y + LABEL, CELL)
+        draw.text((x + 52, y + 2), "switched off", fill=OFF_RGB)
     return grid
+
+
+def cross_out(draw, x: int, y: int, side: int) -> None:
+    """A red frame and cross over the square at (x, y): a head that is switched off."""
+    width = 2 if side < 60 else 3
+    draw.rectangle((x, y, x + side - 1, y + side - 1), outline=OFF_RGB, width=width)
+    draw.line((x, y, x + side - 1, y + side - 1), fill=OFF_RGB, width=width)
+    draw.line((x, y + side - 1, x + side - 1, y), fill=OFF_RGB, width=width)
 
 
 @functools.lru_cache(maxsize=8)
