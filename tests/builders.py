@@ -102,3 +102,13 @@ def _randomise_norms(model: torch.nn.Module, seed: int) -> None:
         for name, p in model.named_parameters():
             if "norm" in name or name.split(".")[-2].startswith("ln"):
                 p.add_(torch.randn(p.shape, generator=generator) * 0.1)
+
+
+def stepped(checkpoint: Path, text: str, steps: int):
+    """A session of ``text`` on a checkpoint folder, stepped ``steps`` times (greedy)."""
+    import explorer
+
+    session = explorer.GenerationSession(explorer.load_model(str(checkpoint)), text)
+    for _ in range(steps):
+        session.step()
+    return session

@@ -15,14 +15,12 @@ from explorer.ui.views import ExplorerState
 from explorer.viz import head_grid, role_grid, thumbnails
 from explorer.viz.roles import GAP, LEFT, SQUARE, TOP
 from explorer.viz.thumbnails import CELL, LABEL, OFF_RGB
+from tests.builders import stepped
 
 
 @pytest.fixture(scope="module")
 def session(checkpoints):
-    session = explorer.GenerationSession(explorer.load_model(str(checkpoints["llama"])), "one two three four")
-    for _ in range(4):
-        session.step()
-    return session
+    return stepped(checkpoints["llama"], "one two three four", steps=4)
 
 
 def test_what_a_person_types_is_read_and_written_back(session):

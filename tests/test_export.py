@@ -7,24 +7,17 @@ import json
 import numpy as np
 import pytest
 
-import explorer
 from explorer.analysis import export
 from explorer.analysis.export_html import export_html, script_json
 from explorer.viz.figure_json import decode_array
-
-
-def stepped(checkpoint, text: str, steps: int, force: int | None = None) -> explorer.GenerationSession:
-    session = explorer.GenerationSession(explorer.load_model(str(checkpoint)), text)
-    for _ in range(steps):
-        session.step()
-    if force is not None:
-        session.force(force)
-    return session
+from tests.builders import stepped
 
 
 @pytest.fixture(scope="module", params=["gpt2", "llama", "marian"])
 def session(request, checkpoints):
-    return stepped(checkpoints[request.param], "twenty one and more", steps=4, force=7)
+    session = stepped(checkpoints[request.param], "twenty one and more", steps=4)
+    session.force(7)
+    return session
 
 
 def test_the_record_holds_the_sessions_tokens_steps_and_candidates(session):

@@ -14,10 +14,10 @@ import plotly.graph_objects as go
 import pytest
 from PIL import Image
 
-import explorer
 from explorer import notebook
 from explorer.session import InputError
 from explorer.viz.figure_json import decode_array
+from tests.builders import stepped
 
 ROOT = Path(__file__).resolve().parents[1]
 TOUR = ROOT / "examples" / "tour.ipynb"
@@ -25,10 +25,7 @@ TOUR = ROOT / "examples" / "tour.ipynb"
 
 @pytest.fixture(scope="module")
 def translated(checkpoints):
-    session = explorer.GenerationSession(explorer.load_model(str(checkpoints["marian"])), "twenty one and two")
-    for _ in range(6):
-        session.step()
-    return session
+    return stepped(checkpoints["marian"], "twenty one and two", steps=6)
 
 
 @pytest.mark.parametrize("view", list(notebook.VIEWS))
