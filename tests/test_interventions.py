@@ -173,3 +173,18 @@ def test_a_wrong_intervention_says_what_is_wrong(loaded, intervention, says):
     with pytest.raises(ValueError) as error:
         run(loaded, ids_of(loaded), interventions=intervention())
     assert says in str(error.value)
+
+
+def test_finishing_a_pass_from_a_layer_is_the_rest_of_the_whole_pass(loaded):
+    """What activation patching reruns: from the residual entering layer k, the same last logits."""
+    ids = ids_of(loaded)
+    names = ["decoder.embed"] + [f"decoder.{i}.resid_after_ffn" for i in range(loaded.config.n_layers)]
+    out = run(loaded, ids, record=Record.taps(*names))
+    memory = None
+    if loaded.is_encoder_decoder:
+        with torch.inference_mode():
+            memory, _ = loaded.model.encode(torch.tensor([loaded.tokenizer(SOURCE)["input_ids"]]))
+    for layer in range(loaded.config.n_layers):
+        with torch.inference_mode():
+            finished = loaded.model.finish_from(out.trace[names[layer]], layer, memory)
+        torch.testing.assert_close(finished, out.logits[:, -1], atol=1e-5, rtol=0)

@@ -178,6 +178,24 @@ class LanguageModel(nn.Module):
             logits = self.unembed(hidden[:, -1:] if last_only else hidden)
         return Output(logits, trace)
 
+    def finish_from(
+        self,
+        hidden: torch.Tensor,  # (B, T, d_model): the residual stream entering decoder layer ``layer``
+        layer: int,
+        memory: torch.Tensor | None = None,  # (B, S, d_model), for a translator
+        interventions: Sequence[Intervention] = (),
+    ) -> torch.Tensor:
+        """The last position's logits (B, vocab), running the decoder layers from ``layer`` on only
+        (a whole sequence, no cache). A change at layer L leaves every layer before it as it was,
+        so activation patching reruns just this part."""
+        positions = torch.arange(hidden.shape[1], device=hidden.device)
+        rotary = self.decoder.rotary.angles(positions) if self.decoder.rotary is not None else None
+        _, tapped = self.tapped(NOTHING, interventions)
+        with tapped:
+            for i in range(layer, len(self.decoder.layers)):
+                hidden = self.decoder.layers[i](hidden, index=i, rotary=rotary, cache=None, memory=memory, causal=True)
+            return self.unembed(hidden[:, -1:])[:, -1]
+
     def load_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
         """Load weights in our names, with errors that name what is missing or extra."""
         state_dict = dict(state_dict)

@@ -140,6 +140,9 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     page.compare_button.click(on(page, events.on_compare), [page.state], p("timing_plot", "cache_info"))
     page.parallel_button.click(on(page, events.on_parallel_check), [page.state], [page.parallel_info])
     wire_switching_off(page, figures)
+    pair = [page.state, *p("patch_clean", "patch_corrupted", "patch_answer", "patch_other")]
+    patched = p("patching_info", "patching_plot", "patching_heads_plot")
+    page.patch_button.click(on(page, events.on_patching), pair, patched)
     page.sandbox_button.click(on(page, events.on_sandbox), [page.state], p("sandbox_info", "sandbox_plot"))
     wire_save_and_share(page, restored)
 

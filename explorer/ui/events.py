@@ -13,10 +13,19 @@ import time
 
 import gradio as gr
 
-from explorer.analysis import ablation, proof
+from explorer.analysis import ablation, patching, proof
 from explorer.errors import InputError
 from explorer.ui import insights, views
-from explorer.ui.render import Updates, ablation_tab, kept_value, plot, render, self_heatmap, tab_views
+from explorer.ui.render import (
+    Updates,
+    ablation_tab,
+    kept_value,
+    patching_tab,
+    plot,
+    render,
+    self_heatmap,
+    tab_views,
+)
 from explorer.ui.tab import NO_MODEL, USER_ERRORS, current, new_session, require, tab_event
 from explorer.ui.views import ExplorerState
 from explorer.viz import head_at, role_at
@@ -240,6 +249,15 @@ def on_test_head(st, method) -> Updates:
     st.keep("ablation", ablation.ablate(st.session, st.switched_off))
     st.tab = "ablation"
     return {"tabs": gr.Tabs(selected="ablation"), "switched_off": st.switched_off.text(), **tab_views(st)}
+
+
+@tab_event
+def on_patching(st, clean, corrupted, answer, other, progress=gr.Progress()) -> Updates:
+    st = require(st)
+    progress(0, desc="Running the two texts")
+    pair = patching.prepared_pair(st.session.loaded, clean, corrupted, answer, other)
+    st.patching = patching.patching_sweep(*pair, progress=lambda share, what: progress(share, desc=what))
+    return patching_tab(st)
 
 
 def switched_off_views(st: ExplorerState) -> Updates:

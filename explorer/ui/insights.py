@@ -9,6 +9,8 @@ from explorer.tokens import visible
 from explorer.ui.views import MEAN, ExplorerState, head_label, pick_head
 from explorer.viz import attention_heatmap, logit_lens_heatmap, role_grid
 from explorer.viz.ablation import ablation_chart
+from explorer.viz.labels import position_labels
+from explorer.viz.patching import patching_heatmap
 
 
 # ---------------------------------------------------------------- logit lens
@@ -137,6 +139,39 @@ def ablation_figure(state: ExplorerState):
         title=f"Each token's probability, with {chosen.describe()} switched off ({chosen.method})",
         first_generated=result.prompt_length, departs_at=result.departs_at,
     )  # fmt: skip
+
+
+# ---------------------------------------------------------------- activation patching
+def patching_summary(state: ExplorerState) -> str:
+    result = state.patching
+    if result is None:
+        return "Press **Run the patching sweep** to patch the clean run into the corrupted one, layer by layer."
+    best_layer, best_position = np.unravel_index(np.argmax(result.residual), result.residual.shape)
+    top_layer, top_head = np.unravel_index(np.argmax(result.heads), result.heads.shape)
+    where = "source token" if result.stack == "encoder" else "token"
+    return (
+        f"Logit difference {result.answer!r} − {result.other!r}: **{result.clean_difference:.2f}** in the clean run, "
+        f"**{result.corrupted_difference:.2f}** in the corrupted one. The residual stream restores the most entering "
+        f"layer {best_layer} at {where} {best_position} {visible(result.positions[best_position])!r} "
+        f"({result.residual[best_layer, best_position]:.2f}); of the heads, layer {top_layer} head {top_head} "
+        f"({result.heads[top_layer, top_head]:.2f})."
+    )
+
+
+def patching_figures(state: ExplorerState) -> tuple[dict | None, dict | None]:
+    result = state.patching
+    if result is None:
+        return None, None
+    where = "source position (encoder)" if result.stack == "encoder" else "position"
+    residual = patching_heatmap(
+        result.residual, position_labels(result.positions), column_title=where,
+        title="Share restored, patching the residual stream entering each layer at one position",
+    )  # fmt: skip
+    heads = patching_heatmap(
+        result.heads, [f"head {h}" for h in range(result.heads.shape[1])], column_title="head",
+        title="Share restored, patching one head's output at every position",
+    )  # fmt: skip
+    return residual, heads
 
 
 # ---------------------------------------------------------------- causal proof

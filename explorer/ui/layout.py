@@ -195,6 +195,16 @@ class Page:
     clear_ablation_button: gr.Button
     ablation_info: gr.Markdown
     ablation_plot: gr.Plot
+    # activation patching
+    patching_tab: gr.Tab
+    patch_clean: gr.Textbox
+    patch_corrupted: gr.Textbox
+    patch_answer: gr.Textbox
+    patch_other: gr.Textbox
+    patch_button: gr.Button
+    patching_info: gr.Markdown
+    patching_plot: gr.Plot
+    patching_heads_plot: gr.Plot
     proof_tab: gr.Tab
     parallel_button: gr.Button
     sandbox_button: gr.Button
@@ -216,7 +226,8 @@ SESSION_BUTTONS = ("step_button", "generate_button", "undo_button", "reset_butto
 # The tabs, by the name ExplorerState.tab gives them.
 TABS = {
     "self": "self_tab", "cross": "cross_tab", "layers": "layers_tab", "cache": "cache_tab", "lens": "lens_tab",
-    "roles": "roles_tab", "ablation": "ablation_tab", "proof": "proof_tab", "architecture": "architecture_tab",
+    "roles": "roles_tab", "ablation": "ablation_tab", "patching": "patching_tab", "proof": "proof_tab",
+    "architecture": "architecture_tab",
 }  # fmt: skip
 
 
@@ -405,6 +416,8 @@ def model_tabs() -> dict:
         made |= head_roles()
     with gr.Tab("Switch heads off", id="ablation", elem_id="tab-ablation") as made["ablation_tab"]:
         made |= switch_off()
+    with gr.Tab("Patching", id="patching", elem_id="tab-patching") as made["patching_tab"]:
+        made |= patching()
     with gr.Tab("Causal proof", id="proof", elem_id="tab-proof") as made["proof_tab"]:
         gr.Markdown(texts.CAUSAL_PROOF, elem_classes="explain")
         with gr.Row():
@@ -437,6 +450,30 @@ def head_roles() -> dict:
             made["roles_info"] = gr.Markdown(elem_id="roles-info")
     made["test_head_button"] = gr.Button("Test it: switch the selected head off", elem_id="test-head")
     made["role_head_plot"] = gr.Plot(label="The selected head", elem_id="role-head")
+    return made
+
+
+def patching() -> dict:
+    made = {}
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3, min_width=300):
+            made["patch_clean"] = gr.Textbox(label="Clean text", elem_id="patch-clean")
+            made["patch_corrupted"] = gr.Textbox(label="Corrupted text (as many tokens)", elem_id="patch-corrupted")
+            with gr.Row():
+                made["patch_answer"] = gr.Textbox(
+                    label="Clean answer (one token)", placeholder="blank: the clean text's next token",
+                    elem_id="patch-answer",
+                )  # fmt: skip
+                made["patch_other"] = gr.Textbox(
+                    label="Other answer (one token)", placeholder="blank: the corrupted text's next token",
+                    elem_id="patch-other",
+                )  # fmt: skip
+            made["patch_button"] = gr.Button("Run the patching sweep", variant="primary", elem_id="run-patching")
+        with gr.Column(scale=2, min_width=240):
+            gr.Markdown(texts.PATCHING, elem_classes="explain")
+    made["patching_info"] = gr.Markdown(elem_id="patching-info")
+    made["patching_plot"] = gr.Plot(label="Patching the residual stream", elem_id="patching-residual")
+    made["patching_heads_plot"] = gr.Plot(label="Patching each head's output", elem_id="patching-heads")
     return made
 
 

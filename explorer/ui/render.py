@@ -23,8 +23,8 @@ Updates = dict[str, object]
 # Everything a change of the view may redraw, and everything a step may change.
 FIGURES = (
     "self_plot", "heads", "cross_plot", "encoder_plot", "layers_plot", "timing_plot", "lens_plot", "roles_image",
-    "roles_info", "role_head_plot", "ablation_info", "ablation_plot", "parallel_info", "sandbox_info", "sandbox_plot",
-    "architecture_info", "cost_info", "kept",
+    "roles_info", "role_head_plot", "ablation_info", "ablation_plot", "patching_info", "patching_plot",
+    "patching_heads_plot", "parallel_info", "sandbox_info", "sandbox_plot", "architecture_info", "cost_info", "kept",
 )  # fmt: skip
 STEP_VIEWS = ("state", "status", "strip", "candidates", "cache_info", *FIGURES)
 # What only a new session changes, and what only a new model changes. Layout blocks (a tab, a
@@ -33,7 +33,8 @@ STEP_VIEWS = ("state", "status", "strip", "candidates", "cache_info", *FIGURES)
 # for the cross-attention tab, bench/bench_ui.py), and a Step never changes the model.
 SESSION_VIEWS = ("layer", "head", "source", "source_note")
 MODEL_VIEWS = (
-    "model_info", "text", "chat", "decoder_examples", "translator_examples", "cross_tab", "model", *SESSION_BUTTONS
+    "model_info", "text", "chat", "decoder_examples", "translator_examples", "cross_tab", "model", "patch_clean",
+    "patch_corrupted", "patch_answer", "patch_other", *SESSION_BUTTONS,
 )  # fmt: skip
 
 
@@ -136,6 +137,14 @@ def ablation_tab(st: ExplorerState) -> Updates:
     }
 
 
+def patching_tab(st: ExplorerState) -> Updates:
+    residual, heads = insights.patching_figures(st)
+    return {
+        "patching_info": insights.patching_summary(st), "patching_plot": _figure(st, residual, "patching"),
+        "patching_heads_plot": _figure(st, heads, "patching-heads"),
+    }  # fmt: skip
+
+
 def proof_tab(st: ExplorerState) -> Updates:
     return {
         "parallel_info": insights.parallel_summary(st), "sandbox_info": insights.sandbox_summary(st),
@@ -151,6 +160,7 @@ FIGURES_OF_TAB = {
     "lens": lambda st: {"lens_plot": _figure(st, insights.lens_figure(st), "logit-lens")},
     "roles": roles_tab,
     "ablation": ablation_tab,
+    "patching": patching_tab,
     "proof": proof_tab,
     "architecture": lambda st: {
         "architecture_info": insights.architecture_table(st), "cost_info": insights.cost_table(st)
@@ -191,7 +201,21 @@ def model_views(loaded) -> Updates:
         "decoder_examples": gr.Column(visible=not translator),
         "translator_examples": gr.Column(visible=translator),
         "cross_tab": gr.Tab(visible=translator),
+        **patching_pair(translator),
     }
+
+
+# The pairs the Patching tab starts with: two names swapped; two numbers.
+PATCHING_PAIRS = {
+    False: ("When Mary and John went to the store, John gave a drink to",
+            "When Mary and John went to the store, Mary gave a drink to", " Mary", " John"),
+    True: ("twenty-one", "twenty-two", "", ""),
+}  # fmt: skip
+
+
+def patching_pair(translator: bool) -> Updates:
+    clean, corrupted, answer, other = PATCHING_PAIRS[translator]
+    return {"patch_clean": clean, "patch_corrupted": corrupted, "patch_answer": answer, "patch_other": other}
 
 
 def buttons_on() -> Updates:

@@ -67,6 +67,14 @@ probability the model gave each token on screen, as it is and switched off; the 
 the first generated token the changed model would not have chosen. Switched-off heads are
 crossed out in red wherever heads are drawn. Your session is not changed."""
 
+PATCHING = """**Find where the answer is carried: activation patching.** Two texts with the same number
+of tokens that the model answers differently (swap a name, change a number) and two candidate
+answers (blank: what each text would get next). The explorer runs the corrupted text again with
+one piece of the clean run put in: the residual stream entering a layer at one position, or one
+head's output. The colour is the share of the difference between the two answers that the piece
+restores: **1** (blue) brings the clean answer back, **0** changes nothing, below 0 (red) pushes
+the other way. For the translator the positions are the source sentence's, in the encoder."""
+
 CAUSAL_PROOF = """**The causal proof, live.** Training feeds a whole text in one pass; generation feeds one
 token at a time. They give the same numbers only because of the causal mask: position *i*
 cannot read anything after *i*, so later tokens cannot change it. **Run the parallel check**

@@ -9,6 +9,7 @@ import numpy as np
 
 from explorer.analysis.ablation import SwitchedOff
 from explorer.analysis.domain import domain_note
+from explorer.analysis.patching import PatchingResult
 from explorer.session import CacheComparison, GenerationSession, InputError, TopToken
 from explorer.tokens import visible
 from explorer.ui import model_store
@@ -39,6 +40,7 @@ class ExplorerState:
     placed_text: str | None = None  # the text the explorer last put in the box (not typed by the user)
     image_format: str = "png"  # what the figures' camera button downloads: "png" or "svg"
     switched_off: SwitchedOff = field(default_factory=SwitchedOff)  # heads and sublayers to switch off
+    patching: PatchingResult | None = None  # the last patching sweep (of its own two texts, not the session's)
     # Results computed on request (the causal proof, the sandbox, head roles), each with the
     # tokens it covered: shown only while those are the tokens on screen.
     results: dict = field(default_factory=dict, repr=False)
@@ -48,8 +50,8 @@ class ExplorerState:
     def start(self, model_name: str, session: GenerationSession) -> None:
         """Show a new session (new text, settings or model); keep the layer and head where the model has them."""
         config = session.config
-        if model_name != self.model_name:
-            self.switched_off = SwitchedOff()  # another model's heads
+        if model_name != self.model_name:  # another model's heads and layers
+            self.switched_off, self.patching = SwitchedOff(), None
         self.model_name, self.session = model_name, session
         self.layer = min(self.layer, config.n_layers - 1)
         if self.head != MEAN and int(self.head) >= config.n_heads:
