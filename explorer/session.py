@@ -614,17 +614,23 @@ class GenerationSession:
     def generated_text(self) -> str:
         return self.tokenizer.decode(self.generated_ids, skip_special_tokens=True)
 
+    def started_again(self, **changes) -> GenerationSession:
+        """A new session of this text with this session's settings (and interventions), but for
+        ``changes``; no token generated yet."""
+        s = self.sampling
+        settings = dict(
+            use_cache=self.use_cache, chat=self.chat, record_attention="qk" in self.record,
+            max_positions=self.max_positions, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, seed=s.seed,
+            interventions=self.interventions,
+        )  # fmt: skip
+        return GenerationSession(self.loaded, self.text, **(settings | changes))
+
     # ------------------------------------------------------------------ interventions
     def with_interventions(self, interventions: Sequence[Intervention]) -> GenerationSession:
         """A branch: a new session whose passes make these changes at the model's taps, with this
         session's text, settings and tokens, each token rerun under them (forced ones stay
         marked). It steps on from there under the interventions; this session is untouched."""
-        branch = GenerationSession(
-            self.loaded, self.text, use_cache=self.use_cache, chat=self.chat, record_attention="qk" in self.record,
-            n_top=self.n_top, max_positions=self.max_positions, interventions=interventions,
-            temperature=self.sampling.temperature, top_k=self.sampling.top_k, top_p=self.sampling.top_p,
-            seed=self.sampling.seed,
-        )  # fmt: skip
+        branch = self.started_again(interventions=interventions, n_top=self.n_top)
         forced = {s.position - self.prompt_length for s in self.steps if s.forced}
         branch.replay(self.generated_ids, forced=forced)
         return branch
@@ -658,12 +664,7 @@ class GenerationSession:
         n_steps = len(self.steps)
         runs = {}
         for use_cache in (True, False):
-            replay = GenerationSession(
-                self.loaded, self.text, use_cache=use_cache, chat=self.chat,
-                record_attention="qk" in self.record, max_positions=self.max_positions,
-                temperature=self.sampling.temperature, top_k=self.sampling.top_k,
-                top_p=self.sampling.top_p, seed=self.sampling.seed, interventions=self.interventions,
-            )  # fmt: skip
+            replay = self.started_again(use_cache=use_cache)
             logits = [replay.next_logits()]
             for _ in range(n_steps):
                 if replay.finished:
