@@ -7,6 +7,7 @@ their updates keyed by these names; ``explorer.ui.app`` wires the names to the c
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 
@@ -453,24 +454,31 @@ def head_roles() -> dict:
     return made
 
 
-def patching() -> dict:
-    made = {}
+@contextlib.contextmanager
+def beside_explanation(text: str):
+    """A tab's controls (the ``with`` block) on the left, its explanation on the right."""
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=300):
-            made["patch_clean"] = gr.Textbox(label="Clean text", elem_id="patch-clean")
-            made["patch_corrupted"] = gr.Textbox(label="Corrupted text (as many tokens)", elem_id="patch-corrupted")
-            with gr.Row():
-                made["patch_answer"] = gr.Textbox(
-                    label="Clean answer (one token)", placeholder="blank: the clean text's next token",
-                    elem_id="patch-answer",
-                )  # fmt: skip
-                made["patch_other"] = gr.Textbox(
-                    label="Other answer (one token)", placeholder="blank: the corrupted text's next token",
-                    elem_id="patch-other",
-                )  # fmt: skip
-            made["patch_button"] = gr.Button("Run the patching sweep", variant="primary", elem_id="run-patching")
+            yield
         with gr.Column(scale=2, min_width=240):
-            gr.Markdown(texts.PATCHING, elem_classes="explain")
+            gr.Markdown(text, elem_classes="explain")
+
+
+def patching() -> dict:
+    made = {}
+    with beside_explanation(texts.PATCHING):
+        made["patch_clean"] = gr.Textbox(label="Clean text", elem_id="patch-clean")
+        made["patch_corrupted"] = gr.Textbox(label="Corrupted text (as many tokens)", elem_id="patch-corrupted")
+        with gr.Row():
+            made["patch_answer"] = gr.Textbox(
+                label="Clean answer (one token)", placeholder="blank: the clean text's next token",
+                elem_id="patch-answer",
+            )  # fmt: skip
+            made["patch_other"] = gr.Textbox(
+                label="Other answer (one token)", placeholder="blank: the corrupted text's next token",
+                elem_id="patch-other",
+            )  # fmt: skip
+        made["patch_button"] = gr.Button("Run the patching sweep", variant="primary", elem_id="run-patching")
     made["patching_info"] = gr.Markdown(elem_id="patching-info")
     made["patching_plot"] = gr.Plot(label="Patching the residual stream", elem_id="patching-residual")
     made["patching_heads_plot"] = gr.Plot(label="Patching each head's output", elem_id="patching-heads")
@@ -479,26 +487,21 @@ def patching() -> dict:
 
 def switch_off() -> dict:
     made = {}
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=3, min_width=300):
-            made["switched_off"] = gr.Textbox(
-                label="Switched off (layer.head, layer.attention, layer.mlp)", placeholder="e.g. 17.3, 18.6",
-                elem_id="switched-off",
-            )  # fmt: skip
-            with gr.Row():
-                made["add_head_button"] = gr.Button("Add the selected head", elem_id="add-head", size="sm")
-                made["add_attention_button"] = gr.Button(
-                    "Add this layer's attention", elem_id="add-attention", size="sm"
-                )
-                made["add_mlp_button"] = gr.Button("Add this layer's feed-forward", elem_id="add-mlp", size="sm")
-            made["ablation_method"] = gr.Radio(["zero", "mean"], value="zero", label="Switch off by", elem_id="method")
-            with gr.Row():
-                made["run_ablation_button"] = gr.Button(
-                    "Run with these switched off", variant="primary", elem_id="run-ablation"
-                )
-                made["clear_ablation_button"] = gr.Button("Clear", elem_id="clear-ablation")
-        with gr.Column(scale=2, min_width=240):
-            gr.Markdown(texts.SWITCH_OFF, elem_classes="explain")
+    with beside_explanation(texts.SWITCH_OFF):
+        made["switched_off"] = gr.Textbox(
+            label="Switched off (layer.head, layer.attention, layer.mlp)", placeholder="e.g. 17.3, 18.6",
+            elem_id="switched-off",
+        )  # fmt: skip
+        with gr.Row():
+            made["add_head_button"] = gr.Button("Add the selected head", elem_id="add-head", size="sm")
+            made["add_attention_button"] = gr.Button("Add this layer's attention", elem_id="add-attention", size="sm")
+            made["add_mlp_button"] = gr.Button("Add this layer's feed-forward", elem_id="add-mlp", size="sm")
+        made["ablation_method"] = gr.Radio(["zero", "mean"], value="zero", label="Switch off by", elem_id="method")
+        with gr.Row():
+            made["run_ablation_button"] = gr.Button(
+                "Run with these switched off", variant="primary", elem_id="run-ablation"
+            )
+            made["clear_ablation_button"] = gr.Button("Clear", elem_id="clear-ablation")
     made["ablation_info"] = gr.Markdown(elem_id="ablation-info")
     made["ablation_plot"] = gr.Plot(label="Each token's probability, switched off", elem_id="ablation-chart")
     return made
