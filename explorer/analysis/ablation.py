@@ -100,12 +100,15 @@ class AblationResult:
     chosen_after: list[int]  # (T - 1,) the greedy choice at each position with the choice switched off
 
     @property
+    def departures(self) -> list[int]:
+        """The generated positions whose token the changed model would not choose (greedy)."""
+        generated = range(max(1, self.prompt_length), len(self.token_ids))
+        return [p for p in generated if self.chosen_after[p - 1] != self.token_ids[p]]
+
+    @property
     def departs_at(self) -> int | None:
-        """The first generated position whose token the changed model would not choose (greedy)."""
-        for position in range(max(1, self.prompt_length), len(self.token_ids)):
-            if self.chosen_after[position - 1] != self.token_ids[position]:
-                return position
-        return None
+        """The first of them: where the changed model's greedy continuation departs."""
+        return next(iter(self.departures), None)
 
 
 @torch.inference_mode()

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import gradio as gr
 
+from explorer.analysis.export import candidates
 from explorer.analysis.snapshot import Snapshot, restore
 from explorer.loading import list_models
 from explorer.loading.registry import TRANSLATOR_MODEL
@@ -53,10 +54,6 @@ def session_for(model: str, text: str, tokens: list[int] | None, **settings) -> 
     return restore(loaded, Snapshot(model=model, text=text, generated=[int(t) for t in tokens or []], **settings))
 
 
-def candidates(session: GenerationSession, top) -> list[dict]:
-    return [{"id": t.token_id, "text": t.text, "probability": t.probability} for t in top]
-
-
 # ---------------------------------------------------------------- the endpoints
 def models() -> list[dict]:
     """The models this server offers, and whether each can be loaded now (and if not, why)."""
@@ -90,7 +87,7 @@ def step(model: str, text: str, tokens: list[int] | None = None, temperature: fl
     result = session.step()
     return {
         "token_id": result.token_id, "token_text": result.token_text, "position": result.position,
-        "top_k": candidates(session, result.top_k), "tokens": session.generated_ids,
+        "top_k": candidates(result.top_k), "tokens": session.generated_ids,
         "text": session.generated_text(), "finished": session.finished, "elapsed_ms": result.elapsed_ms,
     }  # fmt: skip
 

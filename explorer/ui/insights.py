@@ -114,7 +114,6 @@ def ablation_summary(state: ExplorerState) -> str:
         f"of **{result.before.mean():.2f}** as the model is and **{result.after.mean():.2f}** switched off."
     ]
     first = result.prompt_length
-    changed = sum(result.chosen_after[p - 1] != result.token_ids[p] for p in range(first, len(result.token_ids)))
     if first >= len(result.token_ids):
         lines.append("No token has been generated yet: step to see where the greedy choice would depart.")
     elif result.departs_at is None:
@@ -124,7 +123,8 @@ def ablation_summary(state: ExplorerState) -> str:
         now = state.session.tokenizer.decode([result.chosen_after[p - 1]])
         lines.append(
             f"The greedy choice first departs at position {p}: the model chose {visible(tokens[p])!r}, switched off it "
-            f"would choose {visible(now)!r} ({changed} of {len(result.token_ids) - first} generated tokens differ)."
+            f"would choose {visible(now)!r} ({len(result.departures)} of {len(result.token_ids) - first} generated "
+            "tokens differ)."
         )
     return " ".join(lines)
 
