@@ -26,7 +26,11 @@ FIGURES = (
     "roles_info", "role_head_plot", "ablation_info", "ablation_plot", "patching_info", "patching_plot",
     "patching_heads_plot", "parallel_info", "sandbox_info", "sandbox_plot", "architecture_info", "cost_info", "kept",
 )  # fmt: skip
-STEP_VIEWS = ("state", "status", "strip", "candidates", "cache_info", *FIGURES)
+# The Patching tab's views come from its own two texts, never the session's: a Step cannot change
+# them, and every output of a Step costs the page (Gradio's postprocess and the page's read-back,
+# bench/bench_ui.py), so they are drawn only by their tab's own events and by opening it.
+NOT_STEPPED = ("patching_info", "patching_plot", "patching_heads_plot")
+STEP_VIEWS = ("state", "status", "strip", "candidates", "cache_info", *(f for f in FIGURES if f not in NOT_STEPPED))
 # What only a new session changes, and what only a new model changes. Layout blocks (a tab, a
 # column) are model views only: with a block among its outputs, every change of an event's
 # progress makes Gradio's page read the value of every component inside the block (~20 ms a Step
@@ -69,7 +73,8 @@ def render(st: ExplorerState, *, full: bool = False, with_figures: bool = True) 
         "kept": kept_value(st),
     }
     if with_figures:
-        out |= {"candidates": views.candidate_rows(st.session), **tab_figures(st)}
+        stepped = {name: view for name, view in tab_figures(st).items() if name not in NOT_STEPPED}
+        out |= {"candidates": views.candidate_rows(st.session), **stepped}
     if full:
         out |= session_views(st)
     return out
