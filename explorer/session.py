@@ -616,14 +616,15 @@ class GenerationSession:
 
     def started_again(self, **changes) -> GenerationSession:
         """A new session of this text with this session's settings (and interventions), but for
-        ``changes``; no token generated yet."""
+        ``changes`` (``text`` among them: another text); no token generated yet."""
         s = self.sampling
         settings = dict(
             use_cache=self.use_cache, chat=self.chat, record_attention="qk" in self.record,
             max_positions=self.max_positions, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, seed=s.seed,
             interventions=self.interventions,
         )  # fmt: skip
-        return GenerationSession(self.loaded, self.text, **(settings | changes))
+        text = changes.pop("text", self.text)
+        return GenerationSession(self.loaded, text, **(settings | changes))
 
     # ------------------------------------------------------------------ interventions
     def with_interventions(self, interventions: Sequence[Intervention]) -> GenerationSession:

@@ -28,7 +28,10 @@ FORMAT = "decoder-explorer-session"
 VERSION = 1
 MAX_FILE_BYTES = 256 * 1024 * 1024
 MAX_LINK_CHARS = 8000  # longer URLs are cut by some servers and chat apps
-TABS = ("self", "cross", "layers", "cache", "lens", "roles", "ablation", "patching", "proof", "architecture")
+TABS = (
+    "self", "cross", "layers", "cache", "lens", "roles", "ablation", "patching", "attribution", "compare", "proof",
+    "architecture",
+)  # fmt: skip
 
 
 @dataclass

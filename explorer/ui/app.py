@@ -143,6 +143,13 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     pair = [page.state, *p("patch_clean", "patch_corrupted", "patch_answer", "patch_other")]
     patched = p("patching_info", "patching_plot", "patching_heads_plot")
     page.patch_button.click(on(page, events.on_patching), pair, patched)
+    explained = p("attribution_target", "attribution_info", "attribution_strip", "attribution_plot", "alignment_plot")
+    page.attribute_button.click(
+        on(page, events.on_attribute), [page.state, page.attribution_target, page.attribution_method], explained
+    )
+    run_b = p("compare_kind", "compare_text", "compare_temperature", "compare_seed")
+    compared = p("compare_info", "compare_tokens", "compare_plot", "compare_attention_plot")
+    page.compare_runs_button.click(on(page, events.on_compare_runs), [page.state, *run_b], compared)
     page.sandbox_button.click(on(page, events.on_sandbox), [page.state], p("sandbox_info", "sandbox_plot"))
     wire_save_and_share(page, restored)
 

@@ -13,12 +13,14 @@ import time
 
 import gradio as gr
 
-from explorer.analysis import ablation, patching, proof
+from explorer.analysis import ablation, compare, patching, proof
 from explorer.errors import InputError
-from explorer.ui import insights, views
+from explorer.ui import experiment_views, insights, views
 from explorer.ui.render import (
     Updates,
     ablation_tab,
+    attribution_tab,
+    compare_tab,
     kept_value,
     patching_tab,
     plot,
@@ -258,6 +260,30 @@ def on_patching(st, clean, corrupted, answer, other, progress=gr.Progress()) -> 
     pair = patching.prepared_pair(st.session.loaded, clean, corrupted, answer, other)
     st.patching = patching.patching_sweep(*pair, progress=lambda share, what: progress(share, desc=what))
     return patching_tab(st)
+
+
+@tab_event
+def on_attribute(st, target, method, progress=gr.Progress()) -> Updates:
+    st = require(st)
+    progress(0, desc="Explaining")
+    shown = experiment_views.explain(st, target, method, progress=lambda share, what: progress(share, desc=what))
+    st.keep("attribution", shown)
+    return attribution_tab(st)
+
+
+@tab_event
+def on_compare_runs(st, kind, text, temperature, seed, progress=gr.Progress()) -> Updates:
+    st = require(st)
+    session = st.session
+    progress(0, desc="Running run B")
+    sampling = session.sampling
+    b = compare.branch_of(
+        session, kind, interventions=st.switched_off.interventions(), text=text, temperature=float(temperature),
+        top_k=sampling.top_k, top_p=sampling.top_p, seed=int(seed or 0),
+    )  # fmt: skip
+    progress(0.8, desc="Comparing")
+    st.keep("compare", compare.compare(session, b, label=compare.BRANCHES[kind]))
+    return compare_tab(st)
 
 
 def switched_off_views(st: ExplorerState) -> Updates:

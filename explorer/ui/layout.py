@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from explorer.analysis.compare import BRANCHES
 from explorer.ui import model_store, texts, views
+from explorer.ui.experiment_views import METHOD_CHOICES
 from explorer.ui.heatmap import attention_heatmap_view
 from explorer.ui.views import MEAN
 
@@ -42,6 +44,15 @@ CSS = """
 #token-strip .textfield { line-height: 2.1; max-height: 10.5em; overflow-y: auto; }  /* 5 lines, then it scrolls */
 #candidates table { font-family: ui-monospace, monospace; }
 .explain { font-size: 0.92em; color: var(--body-text-color-subdued); }
+.attribution-strip { line-height: 2.1; margin: 4px 0 10px; }
+.attribution-strip .token { padding: 2px 3px; margin: 0 1px; border-radius: 3px; white-space: pre;
+  font-family: ui-monospace, monospace; }
+.aligned-runs { overflow-x: auto; }
+.aligned-runs table { font-family: ui-monospace, monospace; border-collapse: collapse; }
+.aligned-runs caption { text-align: left; white-space: nowrap; font-family: var(--font); padding-bottom: 4px; }
+.aligned-runs th, .aligned-runs td { padding: 2px 6px; border: 1px solid #ddd; white-space: pre; }
+.aligned-runs td.differs { font-weight: bold; border: 2px solid #d95f02; }
+.sr-only { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
 @media (max-width: 640px) {
   .gradio-container { padding: 4px !important; }
   /* Gradio hides a slider's end labels on a phone: the Layer slider keeps its maximum in sight. */
@@ -206,6 +217,26 @@ class Page:
     patching_info: gr.Markdown
     patching_plot: gr.Plot
     patching_heads_plot: gr.Plot
+    # attribution: why this token
+    attribution_tab: gr.Tab
+    attribution_target: gr.Dropdown
+    attribution_method: gr.Radio
+    attribute_button: gr.Button
+    attribution_info: gr.Markdown
+    attribution_strip: gr.HTML
+    attribution_plot: gr.Plot
+    alignment_plot: gr.Plot
+    # two runs compared
+    compare_tab: gr.Tab
+    compare_kind: gr.Radio
+    compare_text: gr.Textbox
+    compare_temperature: gr.Slider
+    compare_seed: gr.Number
+    compare_runs_button: gr.Button
+    compare_info: gr.Markdown
+    compare_tokens: gr.HTML
+    compare_plot: gr.Plot
+    compare_attention_plot: gr.Plot
     proof_tab: gr.Tab
     parallel_button: gr.Button
     sandbox_button: gr.Button
@@ -227,8 +258,8 @@ SESSION_BUTTONS = ("step_button", "generate_button", "undo_button", "reset_butto
 # The tabs, by the name ExplorerState.tab gives them.
 TABS = {
     "self": "self_tab", "cross": "cross_tab", "layers": "layers_tab", "cache": "cache_tab", "lens": "lens_tab",
-    "roles": "roles_tab", "ablation": "ablation_tab", "patching": "patching_tab", "proof": "proof_tab",
-    "architecture": "architecture_tab",
+    "roles": "roles_tab", "ablation": "ablation_tab", "patching": "patching_tab", "attribution": "attribution_tab",
+    "compare": "compare_tab", "proof": "proof_tab", "architecture": "architecture_tab",
 }  # fmt: skip
 
 
@@ -257,7 +288,8 @@ def build_page(browser_secret: str) -> Page:
         with gr.Column(scale=3, min_width=300):
             made |= session_panel()
     made |= view_choice()
-    with gr.Tabs(elem_id="views") as tabs:
+    # Tabs that do not fit the width wrap onto another row (a "…" menu would hide them).
+    with gr.Tabs(elem_id="views", overflow_behavior="wrap") as tabs:
         made["tabs"] = tabs
         made |= attention_tabs()
         made |= model_tabs()
@@ -419,6 +451,10 @@ def model_tabs() -> dict:
         made |= switch_off()
     with gr.Tab("Patching", id="patching", elem_id="tab-patching") as made["patching_tab"]:
         made |= patching()
+    with gr.Tab("Why this token", id="attribution", elem_id="tab-attribution") as made["attribution_tab"]:
+        made |= why_this_token()
+    with gr.Tab("Compare runs", id="compare", elem_id="tab-compare") as made["compare_tab"]:
+        made |= compare_runs()
     with gr.Tab("Causal proof", id="proof", elem_id="tab-proof") as made["proof_tab"]:
         gr.Markdown(texts.CAUSAL_PROOF, elem_classes="explain")
         with gr.Row():
@@ -482,6 +518,47 @@ def patching() -> dict:
     made["patching_info"] = gr.Markdown(elem_id="patching-info")
     made["patching_plot"] = gr.Plot(label="Patching the residual stream", elem_id="patching-residual")
     made["patching_heads_plot"] = gr.Plot(label="Patching each head's output", elem_id="patching-heads")
+    return made
+
+
+def why_this_token() -> dict:
+    made = {}
+    with beside_explanation(texts.ATTRIBUTION):
+        made["attribution_target"] = gr.Dropdown(
+            label="Explain (the selected token, or another candidate of its step)", choices=[],
+            elem_id="attribution-target",
+        )  # fmt: skip
+        made["attribution_method"] = gr.Radio(
+            METHOD_CHOICES, value="integrated-gradients", label="Method (colours the strip)",
+            elem_id="attribution-method",
+        )  # fmt: skip
+        made["attribute_button"] = gr.Button("Explain it", variant="primary", elem_id="attribute")
+    made["attribution_info"] = gr.Markdown(elem_id="attribution-info")
+    made["attribution_strip"] = gr.HTML(elem_id="attribution-strip")
+    made["attribution_plot"] = gr.Plot(label="Attribution per token", elem_id="attribution-chart")
+    made["alignment_plot"] = gr.Plot(label="Cross-attention at this step", elem_id="alignment", visible=False)
+    return made
+
+
+def compare_runs() -> dict:
+    made = {}
+    with beside_explanation(texts.COMPARE):
+        made["compare_kind"] = gr.Radio(
+            [(label, kind) for kind, label in BRANCHES.items()], value="switched-off", label="Run B is run A",
+            elem_id="compare-kind",
+        )  # fmt: skip
+        made["compare_text"] = gr.Textbox(label="Run B's text (for “another text”)", elem_id="compare-text")
+        with gr.Row():
+            made["compare_temperature"] = gr.Slider(
+                0.0, 2.0, value=1.0, step=0.05, label="Run B's temperature (for “other sampling”)",
+                elem_id="compare-temperature",
+            )  # fmt: skip
+            made["compare_seed"] = gr.Number(value=1, precision=0, label="Run B's seed", elem_id="compare-seed")
+        made["compare_runs_button"] = gr.Button("Compare", variant="primary", elem_id="compare-runs")
+    made["compare_info"] = gr.Markdown(elem_id="compare-info")
+    made["compare_tokens"] = gr.HTML(elem_id="compare-tokens")
+    made["compare_plot"] = gr.Plot(label="Step by step", elem_id="compare-chart")
+    made["compare_attention_plot"] = gr.Plot(label="Attention difference", elem_id="compare-attention")
     return made
 
 

@@ -13,7 +13,7 @@ from gradio.components.plot import PlotData
 
 from explorer.analysis import snapshot
 from explorer.session import InputError
-from explorer.ui import insights, model_store, views
+from explorer.ui import experiment_views, insights, model_store, views
 from explorer.ui.layout import SESSION_BUTTONS
 from explorer.ui.views import MEAN, ExplorerState
 from explorer.viz.figure_json import figure_json
@@ -24,7 +24,9 @@ Updates = dict[str, object]
 FIGURES = (
     "self_plot", "heads", "cross_plot", "encoder_plot", "layers_plot", "timing_plot", "lens_plot", "roles_image",
     "roles_info", "role_head_plot", "ablation_info", "ablation_plot", "patching_info", "patching_plot",
-    "patching_heads_plot", "parallel_info", "sandbox_info", "sandbox_plot", "architecture_info", "cost_info", "kept",
+    "patching_heads_plot", "attribution_target", "attribution_info", "attribution_strip", "attribution_plot",
+    "alignment_plot", "compare_info", "compare_tokens", "compare_plot", "compare_attention_plot", "parallel_info",
+    "sandbox_info", "sandbox_plot", "architecture_info", "cost_info", "kept",
 )  # fmt: skip
 # The Patching tab's views come from its own two texts, never the session's: a Step cannot change
 # them, and every output of a Step costs the page (Gradio's postprocess and the page's read-back,
@@ -38,7 +40,7 @@ STEP_VIEWS = ("state", "status", "strip", "candidates", "cache_info", *(f for f 
 SESSION_VIEWS = ("layer", "head", "source", "source_note")
 MODEL_VIEWS = (
     "model_info", "text", "chat", "decoder_examples", "translator_examples", "cross_tab", "model", "patch_clean",
-    "patch_corrupted", "patch_answer", "patch_other", *SESSION_BUTTONS,
+    "patch_corrupted", "patch_answer", "patch_other", "alignment_plot", *SESSION_BUTTONS,
 )  # fmt: skip
 
 
@@ -150,6 +152,32 @@ def patching_tab(st: ExplorerState) -> Updates:
     }  # fmt: skip
 
 
+def attribution_tab(st: ExplorerState) -> Updates:
+    """What is explained and why. (The method is not among the views: a choice made while the tab
+    opened would be overwritten.)"""
+    choices = experiment_views.target_choices(st)
+    shown = experiment_views.explained(st)
+    chosen = f"{shown.position}:{shown.result.token_id}" if shown and shown.result else None
+    values = [value for _, value in choices]
+    chart, alignment = experiment_views.attribution_figures(st)
+    return {
+        "attribution_target": gr.Dropdown(choices=choices, value=chosen if chosen in values else (values or [None])[0]),
+        "attribution_info": experiment_views.attribution_summary(st),
+        "attribution_strip": experiment_views.attribution_strip(st),
+        "attribution_plot": _figure(st, chart, "attribution"), "alignment_plot": _figure(st, alignment, "alignment"),
+    }  # fmt: skip
+
+
+def compare_tab(st: ExplorerState) -> Updates:
+    chart, difference = experiment_views.comparison_figures(st)
+    return {
+        "compare_info": experiment_views.comparison_summary(st),
+        "compare_tokens": experiment_views.comparison_tokens(st),
+        "compare_plot": _figure(st, chart, "compared"),
+        "compare_attention_plot": _figure(st, difference, "attention-a-minus-b"),
+    }
+
+
 def proof_tab(st: ExplorerState) -> Updates:
     return {
         "parallel_info": insights.parallel_summary(st), "sandbox_info": insights.sandbox_summary(st),
@@ -166,6 +194,8 @@ FIGURES_OF_TAB = {
     "roles": roles_tab,
     "ablation": ablation_tab,
     "patching": patching_tab,
+    "attribution": attribution_tab,
+    "compare": compare_tab,
     "proof": proof_tab,
     "architecture": lambda st: {
         "architecture_info": insights.architecture_table(st), "cost_info": insights.cost_table(st)
@@ -206,6 +236,7 @@ def model_views(loaded) -> Updates:
         "decoder_examples": gr.Column(visible=not translator),
         "translator_examples": gr.Column(visible=translator),
         "cross_tab": gr.Tab(visible=translator),
+        "alignment_plot": gr.Plot(visible=translator),
         **patching_pair(translator),
     }
 

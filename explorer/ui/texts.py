@@ -75,6 +75,24 @@ head's output. The colour is the share of the difference between the two answers
 restores: **1** (blue) brings the clean answer back, **0** changes nothing, below 0 (red) pushes
 the other way. For the translator the positions are the source sentence's, in the encoder."""
 
+ATTRIBUTION = """**Why this token: attribution.** Which input tokens made the model give a token its score
+(its logit, before the softmax)? Click a token in the strip, choose it or another candidate of
+that step, and press **Explain it**. **Integrated gradients** moves every input token from a
+baseline (the padding token; the first token and special tokens stay) to what it is, adds up how
+the score changed on the way, and checks that the parts add up to the whole change
+(*completeness*). **Input × gradient** is the one-step shortcut: how the score would move if a
+token's vector shrank a little. Blue raises the score, orange lowers it. **Attention rollout**
+(grey) only follows where attention flows, layer by layer: attention says where the model looked,
+not what it needed. For the translator the inputs are the source words, shown beside where
+cross-attention read them."""
+
+COMPARE = """**Compare two runs.** Run A is the session on screen. Run B starts again from the same text
+with one thing changed (the heads switched off in *Switch heads off*, another text, other
+sampling settings, or the KV cache off) and generates as many tokens. Step by step: the two
+runs' tokens, the probability each run gave the other's token, and the KL divergence between
+their predictions (0: the same). Below, run A's attention minus run B's for the layer and head
+chosen above (blue: A reads that key more). With the cache off, everything should agree."""
+
 CAUSAL_PROOF = """**The causal proof, live.** Training feeds a whole text in one pass; generation feeds one
 token at a time. They give the same numbers only because of the causal mask: position *i*
 cannot read anything after *i*, so later tokens cannot change it. **Run the parallel check**

@@ -1,0 +1,79 @@
+"""Two runs compared: the cache off agrees with the cache on, another text parts at once, a
+branch with heads switched off is measured with the model's own probabilities."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import explorer
+from explorer.analysis import compare
+from explorer.errors import InputError
+from explorer.model.interventions import ablate_heads
+
+FAMILIES = ["gpt2", "llama", "marian"]
+TEXTS = {"gpt2": "The quick brown fox jumps", "llama": "Attention is all you need", "marian": "twenty-one"}
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def run_a(request, checkpoints):
+    loaded = explorer.load_model(str(checkpoints[request.param]), progress=False)
+    session = explorer.GenerationSession(loaded, TEXTS[request.param])
+    for _ in range(5):
+        if not session.finished:
+            session.step()
+    return session
+
+
+def test_the_cache_off_gives_the_same_run(run_a):
+    result = compare.compare(run_a, compare.branch_of(run_a, "cache-off"), label="with the KV cache off")
+    assert result.steps == len(run_a.generated_ids) > 0
+    assert result.departs_at is None and all(result.same)
+    assert result.kl.max() < 1e-5
+    np.testing.assert_allclose(result.p_a_of_b, result.p_b_of_a, atol=1e-5)
+    assert np.abs(result.attention_difference(0, None)).max() < 1e-5
+    assert "the same" in result.summary() and "with the KV cache off" in result.summary()
+
+
+def test_heads_switched_off_are_measured_with_each_runs_probabilities(run_a):
+    heads = {0: list(range(run_a.config.n_heads))}  # every head of layer 0
+    b = compare.branch_of(run_a, "switched-off", interventions=ablate_heads(heads))
+    result = compare.compare(run_a, b)
+    first = run_a.prompt_length - 1
+    with torch.inference_mode():
+        probs_b = torch.softmax(b.full_pass().logits[0].float(), -1)  # run B under its own ablation
+    for k in range(result.steps):
+        token_a = run_a.generated_ids[k]
+        assert result.p_b_of_a[k] == pytest.approx(float(probs_b[first + k, token_a]), abs=1e-5)
+    # Switching a whole layer's attention off changes the predictions: far beyond the rounding
+    # that separates the cache on from the cache off.
+    rounding = compare.compare(run_a, compare.branch_of(run_a, "cache-off")).kl.max()
+    assert result.kl.max() > 100 * rounding + 1e-8
+    difference = result.attention_difference(1, 0)
+    assert difference.shape == (len(run_a.token_ids),) * 2
+
+
+def test_another_text_is_compared_step_by_step(run_a):
+    other = "Transformers generate" if not run_a.is_encoder_decoder else "three hundred"
+    b = compare.branch_of(run_a, "text", text=other)
+    result = compare.compare(run_a, b)
+    assert result.steps == min(len(run_a.generated_ids), len(b.generated_ids))
+    assert result.tokens_b == b.token_texts()[b.prompt_length :][: result.steps]
+    assert np.all((result.p_a_of_b >= 0) & (result.p_a_of_b <= 1))
+    assert np.all(result.kl >= 0)
+
+
+def test_other_sampling_uses_its_own_seed(run_a):
+    b = compare.branch_of(run_a, "sampling", temperature=1.5, top_k=0, top_p=1.0, seed=7)
+    assert b.sampling.seed == 7 and b.sampling.temperature == 1.5
+    assert len(b.generated_ids) <= len(run_a.generated_ids)
+
+
+def test_what_is_missing_is_said(run_a):
+    with pytest.raises(InputError, match="Nothing is switched off"):
+        compare.branch_of(run_a, "switched-off", interventions=[])
+    with pytest.raises(InputError, match="Type run B's text"):
+        compare.branch_of(run_a, "text", text="  ")
+    with pytest.raises(InputError, match="Choose one of"):
+        compare.branch_of(run_a, "weights")
