@@ -96,3 +96,29 @@ def test_a_pair_that_cannot_be_compared_is_refused(pair):
     longer = explorer.GenerationSession(clean.loaded, CLEAN + " c c")
     with pytest.raises(InputError, match="same number of tokens"):
         patching_sweep(clean, longer, answer, other)
+
+
+def test_a_translators_decoder_positions_are_patched_too(pair):
+    """The target so far is the same in both runs: its residual differs only by what
+    cross-attention read from the two sources. Each cell equals patching it alone."""
+    clean, corrupted, answer, other = pair
+    if not clean.is_encoder_decoder:
+        pytest.skip("a decoder-only model's positions are its text: the sweep above")
+    result = patching_sweep(clean, corrupted, answer, other)
+    n_layers, n_positions = clean.config.n_layers, len(clean.token_ids)
+    assert result.decoder_residual.shape == (n_layers, n_positions)
+    assert result.decoder_positions == corrupted.token_texts()
+    np.testing.assert_allclose(result.decoder_residual[0], 0.0, atol=1e-5)  # the same target embeddings
+    names = residual_stream_names(n_layers, "decoder")[:-1]
+    base, target = result.corrupted_difference, result.clean_difference
+    with torch.inference_mode():
+        memory, _ = corrupted.model.encode(corrupted.ids_tensor(corrupted.source_ids))
+        for layer in range(1, n_layers):
+            values = clean.tap_values(names[layer])  # the clean run's decoder residual
+            for position in range(n_positions):
+                patch = [patch_values(names[layer], [position], values)]
+                logits = corrupted.model(corrupted.ids_tensor(corrupted.token_ids), memory, interventions=patch).logits
+                one = float(logits[0, -1, answer] - logits[0, -1, other])
+                assert result.decoder_residual[layer, position] == pytest.approx(
+                    (one - base) / (target - base), abs=1e-4
+                )

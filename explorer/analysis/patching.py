@@ -13,7 +13,8 @@ is 1 where that piece alone brings the clean answer back, and 0 where it changes
 
 A layer's positions (or heads) run as one batch: row b of the batch is patched at position b
 (or head b), so a sweep is one pass per layer, not one per cell. For a translator the patched
-positions are the source's, in the encoder: the two source sentences differ there.
+positions are the source's, in the encoder, where the two source sentences differ; and then the
+target's, in the decoder, whose residual differs only by what cross-attention read.
 """
 
 from __future__ import annotations
@@ -73,6 +74,10 @@ class PatchingResult:
     residual: np.ndarray  # (layers, positions): restored share, patching the residual entering each layer
     heads: np.ndarray  # (layers, heads): restored share, patching one head's output at every position
     stack: str  # "decoder", or "encoder" for a translator
+    # A translator's decoder too: (decoder layers, target positions), patching the residual entering
+    # each decoder layer at one target position (the target so far is the same in both runs).
+    decoder_residual: np.ndarray | None = None
+    decoder_positions: list[str] | None = None
 
 
 def _put_rows(x: torch.Tensor, clean_values: torch.Tensor) -> torch.Tensor:
@@ -166,6 +171,32 @@ def patching_sweep(
         heads[layer] = restored(run(c.n_heads, layer, [_row_patch(head_taps[layer], clean_trace[head_taps[layer]])]))
     texts = corrupted.source_texts() if stack == "encoder" else corrupted.token_texts()
     tokenizer = clean.tokenizer
-    return PatchingResult(
+    result = PatchingResult(
         texts, tokenizer.decode([answer]), tokenizer.decode([other]), clean_ld, corrupted_ld, residual, heads, stack
     )
+    if stack == "encoder":
+        ld = _translator_decoder_sweep(clean, corrupted, answer, other)
+        result.decoder_residual = restored(ld)
+        result.decoder_positions = corrupted.token_texts()
+    return result
+
+
+def _translator_decoder_sweep(
+    clean: GenerationSession, corrupted: GenerationSession, answer: int, other: int
+) -> torch.Tensor:
+    """(decoder layers, T) LD of the corrupted run with the clean run's decoder residual put in,
+    entering each decoder layer at one target position (row b of a layer's batch: position b)."""
+    model, n_layers = clean.model, clean.config.n_layers
+    names = residual_stream_names(n_layers, "decoder")[:-1]  # the residual entering each decoder layer
+    target = clean.ids_tensor(clean.token_ids)  # (1, T): the same in both runs
+    memories = {run: model.encode(clean.ids_tensor(run.source_ids))[0] for run in (clean, corrupted)}  # (1, S, d)
+    traces = {run: model(target, memories[run], record=Record.taps(*names)).trace for run in (clean, corrupted)}
+    n_positions = target.shape[1]
+    memory = memories[corrupted].expand(n_positions, -1, -1)  # (T, S, d): one row per patched position
+    rows = []
+    for layer in range(n_layers):
+        hidden = traces[corrupted][names[layer]].expand(n_positions, -1, -1)  # (T, T, d_model)
+        hidden = _put_rows(hidden, traces[clean][names[layer]])
+        logits = model.finish_from(hidden, layer, memory=memory).float()  # (T, vocab)
+        rows.append(logits[:, answer] - logits[:, other])
+    return torch.stack(rows)

@@ -141,7 +141,7 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     page.parallel_button.click(on(page, events.on_parallel_check), [page.state], [page.parallel_info])
     wire_switching_off(page, figures)
     pair = [page.state, *p("patch_clean", "patch_corrupted", "patch_answer", "patch_other")]
-    patched = p("patching_info", "patching_plot", "patching_heads_plot")
+    patched = p("patching_info", "patching_plot", "patching_heads_plot", "patching_decoder_plot")
     page.patch_button.click(on(page, events.on_patching), pair, patched)
     explained = p("attribution_target", "attribution_info", "attribution_strip", "attribution_plot", "alignment_plot")
     page.attribute_button.click(

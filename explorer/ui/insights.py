@@ -158,10 +158,11 @@ def patching_summary(state: ExplorerState) -> str:
     )
 
 
-def patching_figures(state: ExplorerState) -> tuple[dict | None, dict | None]:
+def patching_figures(state: ExplorerState) -> tuple[dict | None, dict | None, dict | None]:
+    """The residual stream (layers x positions), the heads, and a translator's decoder positions."""
     result = state.patching
     if result is None:
-        return None, None
+        return None, None, None
     where = "source position (encoder)" if result.stack == "encoder" else "position"
     residual = patching_heatmap(
         result.residual, position_labels(result.positions), column_title=where,
@@ -171,7 +172,14 @@ def patching_figures(state: ExplorerState) -> tuple[dict | None, dict | None]:
         result.heads, [f"head {h}" for h in range(result.heads.shape[1])], column_title="head",
         title="Share restored, patching one head's output at every position",
     )  # fmt: skip
-    return residual, heads
+    decoder = None
+    if result.decoder_residual is not None:
+        decoder = patching_heatmap(
+            result.decoder_residual, position_labels(result.decoder_positions),
+            column_title="target position (decoder)",
+            title="Share restored, patching the decoder's residual entering each layer at one target position",
+        )  # fmt: skip
+    return residual, heads, decoder
 
 
 # ---------------------------------------------------------------- causal proof

@@ -217,6 +217,7 @@ class Page:
     patching_info: gr.Markdown
     patching_plot: gr.Plot
     patching_heads_plot: gr.Plot
+    patching_decoder_plot: gr.Plot
     # attribution: why this token
     attribution_tab: gr.Tab
     attribution_target: gr.Dropdown
@@ -518,6 +519,9 @@ def patching() -> dict:
     made["patching_info"] = gr.Markdown(elem_id="patching-info")
     made["patching_plot"] = gr.Plot(label="Patching the residual stream", elem_id="patching-residual")
     made["patching_heads_plot"] = gr.Plot(label="Patching each head's output", elem_id="patching-heads")
+    made["patching_decoder_plot"] = gr.Plot(
+        label="Patching the decoder's residual stream", elem_id="patching-decoder", visible=False
+    )
     return made
 
 

@@ -24,14 +24,14 @@ Updates = dict[str, object]
 FIGURES = (
     "self_plot", "heads", "cross_plot", "encoder_plot", "layers_plot", "timing_plot", "lens_plot", "roles_image",
     "roles_info", "role_head_plot", "ablation_info", "ablation_plot", "patching_info", "patching_plot",
-    "patching_heads_plot", "attribution_target", "attribution_info", "attribution_strip", "attribution_plot",
-    "alignment_plot", "compare_info", "compare_tokens", "compare_plot", "compare_attention_plot", "parallel_info",
-    "sandbox_info", "sandbox_plot", "architecture_info", "cost_info", "kept",
+    "patching_heads_plot", "patching_decoder_plot", "attribution_target", "attribution_info", "attribution_strip",
+    "attribution_plot", "alignment_plot", "compare_info", "compare_tokens", "compare_plot", "compare_attention_plot",
+    "parallel_info", "sandbox_info", "sandbox_plot", "architecture_info", "cost_info", "kept",
 )  # fmt: skip
 # The Patching tab's views come from its own two texts, never the session's: a Step cannot change
 # them, and every output of a Step costs the page (Gradio's postprocess and the page's read-back,
 # bench/bench_ui.py), so they are drawn only by their tab's own events and by opening it.
-NOT_STEPPED = ("patching_info", "patching_plot", "patching_heads_plot")
+NOT_STEPPED = ("patching_info", "patching_plot", "patching_heads_plot", "patching_decoder_plot")
 STEP_VIEWS = ("state", "status", "strip", "candidates", "cache_info", *(f for f in FIGURES if f not in NOT_STEPPED))
 # What only a new session changes, and what only a new model changes. Layout blocks (a tab, a
 # column) are model views only: with a block among its outputs, every change of an event's
@@ -40,7 +40,7 @@ STEP_VIEWS = ("state", "status", "strip", "candidates", "cache_info", *(f for f 
 SESSION_VIEWS = ("layer", "head", "source", "source_note")
 MODEL_VIEWS = (
     "model_info", "text", "chat", "decoder_examples", "translator_examples", "cross_tab", "model", "patch_clean",
-    "patch_corrupted", "patch_answer", "patch_other", "alignment_plot", *SESSION_BUTTONS,
+    "patch_corrupted", "patch_answer", "patch_other", "alignment_plot", "patching_decoder_plot", *SESSION_BUTTONS,
 )  # fmt: skip
 
 
@@ -145,10 +145,11 @@ def ablation_tab(st: ExplorerState) -> Updates:
 
 
 def patching_tab(st: ExplorerState) -> Updates:
-    residual, heads = insights.patching_figures(st)
+    residual, heads, decoder = insights.patching_figures(st)
     return {
         "patching_info": insights.patching_summary(st), "patching_plot": _figure(st, residual, "patching"),
         "patching_heads_plot": _figure(st, heads, "patching-heads"),
+        "patching_decoder_plot": _figure(st, decoder, "patching-decoder"),
     }  # fmt: skip
 
 
@@ -237,6 +238,7 @@ def model_views(loaded) -> Updates:
         "translator_examples": gr.Column(visible=translator),
         "cross_tab": gr.Tab(visible=translator),
         "alignment_plot": gr.Plot(visible=translator),
+        "patching_decoder_plot": gr.Plot(visible=translator),
         **patching_pair(translator),
     }
 

@@ -73,7 +73,9 @@ answers (blank: what each text would get next). The explorer runs the corrupted 
 one piece of the clean run put in: the residual stream entering a layer at one position, or one
 head's output. The colour is the share of the difference between the two answers that the piece
 restores: **1** (blue) brings the clean answer back, **0** changes nothing, below 0 (red) pushes
-the other way. For the translator the positions are the source sentence's, in the encoder."""
+the other way. For the translator the positions are the source sentence's, in the encoder, and
+then (the third map) the target's, in the decoder: the same tokens in both runs, different only
+by what cross-attention read."""
 
 ATTRIBUTION = """**Why this token: attribution.** Which input tokens made the model give a token its score
 (its logit, before the softmax)? Click a token in the strip, choose it or another candidate of
