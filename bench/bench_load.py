@@ -1,17 +1,22 @@
-"""A class at once: twenty users stepping the embedded models together, and the server's memory.
+"""A class on one machine: many users stepping the embedded models at once (issue 12).
 
-Starts the app (network cut off, as in the tests), then
-1. one user alone steps SmolLM2 to 512 positions: step latency and the server's peak RSS;
-2. twenty users (half SmolLM2, half the translator) load at once and step 30 tokens each:
-   errors, cross-talk, median and p95 step latency, the server's peak RSS.
-Prints a table; not a test (machines are shared and noisy).
+1. The batch-size curve (in this process, no server): SmolLM2 sessions of ~200 tokens, one
+   batched cached step for 1, 2, 4, 8, 16, 32 of them: ms per batched step, ms per session.
+2. Through the app (network cut off, as in the tests), with gradio_client users:
+   - one user alone, 15 steps without pause: the step round trip;
+   - the class: 30 students (2/3 SmolLM2, 1/3 the translator), each thinking 1-3 s between 15
+     clicks: p50 and p95 of the step round trip, errors, cross-talk;
+   - 20 users clicking without pause: p95 against one user's;
+   - 30 sessions of ~200 tokens held at once: the server's peak memory (VmHWM).
+Prints tables; not a test (machines are shared and noisy: compare ratios within one run).
 
-    python bench/bench_load.py [--users 20] [--steps 30]
+    python bench/bench_load.py [--skip-curve] [--skip-server]
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import time
@@ -20,12 +25,40 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser.conftest import ARTIFACTS, running_app  # noqa: E402
-from tests.browser.load import SETTINGS, simulate_users  # noqa: E402
+import torch  # noqa: E402
 
-LONG_PROMPT = " ".join(
-    f"Line {i}: the explorer shows every layer and head, and the cache keeps keys and values." for i in range(24)
-)
+from tests.browser.conftest import ARTIFACTS, running_app  # noqa: E402
+from tests.browser.load import ClassPlan, LoadReport, simulate_users  # noqa: E402
+
+CLASS = ClassPlan(translator_every=3, think_s=(1.0, 3.0))
+NO_PAUSE = ClassPlan(translator_every=3)
+LONG = ClassPlan(translator_every=10**6, prompt_words=60)  # every user on SmolLM2, ~200 tokens after 15 steps
+TARGETS = "targets: class p95 <= 1000 ms, p50 <= 600 ms, 0 errors, 0 cross-talk; 20 users p95 <= 3x one user's; " \
+    "30 sessions of 200 tokens <= 2500 MB"  # fmt: skip
+
+
+def batch_curve(sizes=(1, 2, 4, 8, 16, 32), context_words: int = 150, repeats: int = 5) -> None:
+    import explorer
+    from explorer.batching import batched_step
+
+    torch.set_num_threads(2)
+    loaded = explorer.load_model("smollm2-135m-instruct", progress=False)
+    print("\nBatched cached steps, SmolLM2-135M, sessions of ~200 tokens (in-process, no server)")
+    print(f"{'sessions':>8} {'ms per batched step':>20} {'ms per session':>15} {'x one step':>11}")
+    single = None
+    for size in sizes:
+        sessions = [
+            explorer.GenerationSession(loaded, " ".join(f"w{(s * 13 + i) % 89}" for i in range(context_words)))
+            for s in range(size)
+        ]  # fmt: skip
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            batched_step(sessions) if size > 1 else sessions[0].step()
+            times.append((time.perf_counter() - start) * 1000)
+        ms = statistics.median(times)
+        single = single or ms
+        print(f"{size:>8} {ms:>20.0f} {ms / size:>15.1f} {ms / single:>11.1f}")
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -36,59 +69,71 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def one_long_session(url: str, positions: int) -> tuple[int, list[float]]:
-    from gradio_client import Client
+def row(name: str, report: LoadReport) -> tuple[str, str, str, str, str, str]:
+    return (
+        name, f"{report.median:.0f}", f"{report.percentile(0.95):.0f}", str(len(report.errors)),
+        str(len(report.crosstalk)), f"{len(report.latencies) / report.seconds:.1f}",
+    )  # fmt: skip
 
-    client = Client(url, verbose=False, download_files=False)
-    client.predict("smollm2-135m-instruct", LONG_PROMPT, *SETTINGS, None, api_name="/on_load")
-    latencies, reached = [], 0
-    for _ in range(positions):
-        begin = time.perf_counter()
-        try:
-            result = client.predict(LONG_PROMPT, *SETTINGS, api_name="/on_step")
-        except Exception:  # the end token or the cap: the session is as long as it gets
-            break
-        latencies.append((time.perf_counter() - begin) * 1000)
-        status = next(v for v in result if isinstance(v, str) and "generated" in v)
-        reached = int(status.split(" tokens")[0].split()[-1].replace(",", "")) if "tokens" in status else reached
-        if reached >= positions:
-            break
-    return reached, latencies
+
+def step_parts(log: Path, offset: int) -> tuple[list[float], list[float]]:
+    """From the app's profile lines after ``offset``: each Step's model part (its wait for a batch
+    and the batched pass) and its views part, in ms."""
+    text = log.read_text()[offset:]
+    found = re.findall(r"profile step-parts batch ([\d.]+) ms views ([\d.]+) ms", text)
+    return [float(b) for b, _ in found], [float(v) for _, v in found]
+
+
+def profiled(log: Path, run):
+    """Run ``run()``; returns its report and the median model and views parts of its steps."""
+    offset = len(log.read_text()) if log.exists() else 0
+    report = run()
+    model, views = step_parts(log, offset)
+    return report, (median(model), median(views))
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def server_runs() -> None:
+    log = ARTIFACTS / "bench-load-app.log"
+    log.unlink(missing_ok=True)
+    with running_app(log, DECODER_EXPLORER_PROFILE="1") as (url, server):
+        alone, alone_parts = profiled(log, lambda: simulate_users(url, 1, 15, NO_PAUSE))
+        klass, class_parts = profiled(log, lambda: simulate_users(url, 30, 15, CLASS))
+        rush, rush_parts = profiled(log, lambda: simulate_users(url, 20, 15, NO_PAUSE))
+        before_long = peak_rss_mb(server.pid)
+        simulate_users(url, 30, 15, LONG)
+        long_mb = peak_rss_mb(server.pid)
+    print("\nThrough the app (gradio_client users; step round trip in ms)")
+    print(f"{'run':44} {'p50':>6} {'p95':>6} {'errors':>7} {'x-talk':>7} {'steps/s':>8}")
+    for line in (
+        row("one user, no pause", alone),
+        row("class: 30 students, think 1-3 s, 2/3 SmolLM2", klass),
+        row("20 users, no pause, 2/3 SmolLM2", rush),
+    ):
+        print(f"{line[0]:44} {line[1]:>6} {line[2]:>6} {line[3]:>7} {line[4]:>7} {line[5]:>8}")
+    print("a Step's server work (medians, ms): the model (waiting for its batch, and the pass) | the views")
+    for name, (model, views) in (("one user", alone_parts), ("class", class_parts), ("20 users", rush_parts)):
+        print(f"  {name:10} {model:8.0f} | {views:6.0f}")
+    ratio = rush.percentile(0.95) / alone.percentile(0.95)
+    print(f"20 users' p95 / one user's p95: {ratio:.1f}")
+    print(f"peak server RSS: {before_long:.0f} MB before, {long_mb:.0f} MB with 30 SmolLM2 sessions of ~200 tokens")
+    for line in (klass.errors + klass.crosstalk + rush.errors + rush.crosstalk)[:10]:
+        print("  ", line)
+    print(TARGETS)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--users", type=int, default=20)
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--positions", type=int, default=512)
+    parser.add_argument("--skip-curve", action="store_true")
+    parser.add_argument("--skip-server", action="store_true")
     args = parser.parse_args()
-    with running_app(ARTIFACTS / "bench-load-app.log") as (url, server):
-        pid = server.pid
-        idle_mb = peak_rss_mb(pid)
-        reached, single = one_long_session(url, args.positions)
-        single_mb = peak_rss_mb(pid)
-        report = simulate_users(url, args.users, args.steps)
-        load_mb = peak_rss_mb(pid)
-    p95 = sorted(single)[int(0.95 * (len(single) - 1))] if single else float("nan")
-    print(f"\nServer under load: {args.users} users x {args.steps} steps (half SmolLM2, half the translator)")
-    print(f"{'measure':52s} {'value':>10s}")
-    rows = [
-        ("peak RSS after start, before any model (MB)", f"{idle_mb:.0f}"),
-        (f"one user, SmolLM2 to {reached} positions: step median (ms)", f"{statistics.median(single):.0f}"),
-        ("one user: step p95 (ms)", f"{p95:.0f}"),
-        ("peak RSS with that session (MB)", f"{single_mb:.0f}"),
-        (f"{args.users} users: step median (ms)", f"{report.median:.0f}"),
-        (f"{args.users} users: step p95 (ms)", f"{report.percentile(0.95):.0f}"),
-        (f"{args.users} users: errors", str(len(report.errors))),
-        (f"{args.users} users: cross-talk", str(len(report.crosstalk))),
-        (f"{args.users} users: wall time (s)", f"{report.seconds:.0f}"),
-        ("peak RSS of the server over the whole run (MB)", f"{load_mb:.0f}"),
-    ]
-    for name, value in rows:
-        print(f"{name:52s} {value:>10s}")
-    for line in (report.errors + report.crosstalk)[:10]:
-        print("  ", line)
-    print("targets: zero errors and cross-talk; one 512-token session <= 1500 MB")
+    if not args.skip_curve:
+        batch_curve()
+    if not args.skip_server:
+        server_runs()
 
 
 if __name__ == "__main__":

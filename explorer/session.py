@@ -27,6 +27,7 @@ from explorer.errors import InputError
 from explorer.loading import LoadedModel
 from explorer.model import ATTENTION, NOTHING, ContextWindowError, KVCache, Record, Trace
 from explorer.model.attention import attention_weights, causal_mask
+from explorer.model.cache import grown_capacity
 from explorer.model.taps import Intervention
 from explorer.model.trace import residual_stream_names
 from explorer.sampling import SamplingSettings, choose_token
@@ -88,8 +89,8 @@ class CacheComparison:
 
 class GrowingRows:
     """(heads, rows, head_dim) rows that grow along axis 1, in a buffer with room to spare
-    (doubling when full, up to ``limit`` rows), like the KV cache's, so that a step writes one
-    row instead of copying them all."""
+    (grown by a quarter when full, up to ``limit`` rows), like the KV cache's, so that a step
+    writes one row instead of copying them all."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -101,7 +102,7 @@ class GrowingRows:
         may be the KV cache's own buffer, which undo overwrites)."""
         end = self.length + block.shape[1]
         if self.buffer is None or end > self.buffer.shape[1]:
-            capacity = max(end, min(2 * end, self.limit))
+            capacity = max(end, min(grown_capacity(end), self.limit))
             grown = block.new_empty((block.shape[0], capacity, block.shape[2]))
             if self.buffer is not None:
                 grown[:, : self.length] = self.buffer[:, : self.length]
@@ -186,11 +187,14 @@ class AttentionInputs:
         """Bytes held for the queries and keys (with the buffers' room to grow)."""
         return sum(rows.nbytes for rows in (*self.queries, *self.keys))
 
-    def add(self, layer: int, queries: torch.Tensor, keys: torch.Tensor) -> None:
+    def add(self, layer: int, queries: torch.Tensor, keys: torch.Tensor | None) -> None:
         """queries (heads, new, hd) of the new positions; keys (kv_heads, new, hd) of the same
-        positions (self-attention), or of the whole source the first time (cross-attention)."""
+        positions (self-attention), or of the whole source the first time (cross-attention;
+        None after that)."""
         self.queries[layer].add(queries)
         if self.causal or not self.keys[layer].length:
+            if keys is None:
+                raise ValueError("the source's keys are needed the first time")
             self.keys[layer].add(keys)
 
     def truncate(self, rows: int) -> None:
@@ -372,11 +376,7 @@ class GenerationSession:
 
         Sets the distribution for the next position. Returns (milliseconds, trace).
         """
-        # A one-token pass also keeps its residual stream, for the logit lens: a few kB. (A pass
-        # over many positions would hold every layer's (T, d_model) output to its end, so the
-        # prefill and cache-off steps leave the lens to run its own pass.)
-        one_token = self.use_cache and n_new == 1
-        record = Record(self.record.kinds | {"residual"}) if one_token else self.record
+        record = self.step_record(n_new)
         if self.use_cache:
             ids = self.ids_tensor(self.token_ids[-n_new:])  # (1, n_new): only the new tokens
         else:
@@ -386,14 +386,28 @@ class GenerationSession:
         if ids.is_cuda:
             torch.cuda.synchronize()  # GPU kernels run asynchronously: wait before reading the clock
         elapsed_ms = (time.perf_counter() - start) * 1000
-        self._next_logits = output.logits[0, -1].cpu()  # sampling and the views work on the CPU
-        self.newest_residuals = None
-        if one_token:
-            names = residual_stream_names(self.config.n_layers)
-            self.newest_residuals = torch.stack([output.trace[name][0, -1] for name in names])  # (layers + 1, d)
-        if "qk" in record:
-            self._keep_attention_inputs(output.trace, n_new)
+        self.absorb(output.logits[0, -1], output.trace, n_new)
         return elapsed_ms, output.trace
+
+    def step_record(self, n_new: int) -> Record:
+        """What a pass processing ``n_new`` tokens keeps. A one-token cached pass also keeps its
+        residual stream, for the logit lens: a few kB. (A pass over many positions would hold
+        every layer's (T, d_model) output to its end, so the prefill and cache-off steps leave the
+        lens to run its own pass.)"""
+        if self.use_cache and n_new == 1:
+            return Record(self.record.kinds | {"residual"})
+        return self.record
+
+    def absorb(self, logits: torch.Tensor, trace: Trace, n_new: int) -> None:
+        """Take in what the pass over the newest ``n_new`` tokens gave (``logits``: (vocab,) of the
+        last position; ``trace``: batch 1): the next distribution, the rows the views need."""
+        self._next_logits = logits.cpu()  # sampling and the views work on the CPU
+        self.newest_residuals = None
+        if "residual" in trace.record and self.use_cache and n_new == 1:
+            names = residual_stream_names(self.config.n_layers)
+            self.newest_residuals = torch.stack([trace[name][0, -1] for name in names])  # (layers + 1, d)
+        if "qk" in trace.record:
+            self._keep_attention_inputs(trace, n_new)
 
     def _keep_attention_inputs(self, trace: Trace, n_new: int) -> None:
         """The new positions' queries, and the keys they added, of every layer (see AttentionInputs)."""
@@ -402,7 +416,9 @@ class GenerationSession:
             self.self_inputs.add(i, trace[f"{name}.q"][0, :, -n_new:], trace[f"{name}.k"][0, :, -n_new:])
             if self.is_encoder_decoder:
                 name = f"decoder.{i}.cross_attn"
-                self.cross_inputs.add(i, trace[f"{name}.q"][0, :, -n_new:], trace[f"{name}.k"][0])
+                # The source's keys are kept once, from the prefill (a batched step does not pass them).
+                keys = trace[f"{name}.k"][0] if f"{name}.k" in trace else None
+                self.cross_inputs.add(i, trace[f"{name}.q"][0, :, -n_new:], keys)
 
     # ------------------------------------------------------------------ stepping
     @property
@@ -444,8 +460,17 @@ class GenerationSession:
     def step(self) -> StepResult:
         """Choose the next token (greedy or sampled), append it, and run the model on it."""
         self._check_can_step()
-        token = choose_token(self._next_logits, self.sampling, position=len(self.token_ids))
-        return self._append(token, forced=False)
+        return self._append(self.next_choice(), forced=False)
+
+    def next_choice(self) -> int:
+        """The token the next step takes: greedy, or sampled with this session's own settings and seed."""
+        return choose_token(self._next_logits, self.sampling, position=len(self.token_ids))
+
+    @property
+    def can_join_batch(self) -> bool:
+        """Whether this session's next step may run in a batch with other sessions' (batching.py):
+        a cached one-token step, under no intervention."""
+        return self.use_cache and self.cache is not None and not self.interventions
 
     def force(self, token_id: int) -> StepResult:
         """Append ``token_id`` instead of the model's choice (a branch); Undo goes back."""
@@ -498,9 +523,21 @@ class GenerationSession:
         self.sampling = SamplingSettings(float(temperature), int(top_k), float(top_p), int(seed))
 
     def _append(self, token: int, forced: bool) -> StepResult:
+        top = self.begin_append(token)
+        elapsed_ms, trace = self._process(1)
+        return self.finish_append(token, forced, top, elapsed_ms, trace)
+
+    def begin_append(self, token: int) -> list[TopToken]:
+        """Put ``token`` at the end, before the pass that processes it; returns the candidates it
+        was chosen from."""
         top = self.top_candidates()
         self.token_ids.append(token)
-        elapsed_ms, trace = self._process(1)
+        return top
+
+    def finish_append(
+        self, token: int, forced: bool, top: list[TopToken], elapsed_ms: float, trace: Trace
+    ) -> StepResult:
+        """Record the step, once the pass that processed ``token`` has been absorbed."""
         position = len(self.token_ids) - 1
         self.timings.append(StepTiming(position, elapsed_ms, self.use_cache))
         self._token_texts.append(piece_text(self.tokenizer, self.token_ids, position))

@@ -1,5 +1,6 @@
 """The transparent transformer: pure PyTorch, no Hugging Face imports."""
 
+from .batch import CacheBatch
 from .cache import KVCache, LayerKV
 from .config import ModelConfig
 from .interventions import ablate_heads, ablate_sublayer, patch_values
@@ -8,7 +9,7 @@ from .trace import ATTENTION, NOTHING, Record, Trace
 from .transformer import ContextWindowError, DecoderOnlyLM, EncoderDecoderLM, LanguageModel, Output, build_model
 
 __all__ = [
-    "ATTENTION", "NOTHING", "ContextWindowError", "DecoderOnlyLM", "EncoderDecoderLM", "Intervention", "KVCache",
-    "LanguageModel", "LayerKV", "ModelConfig", "Output", "Record", "Tap", "Trace", "ablate_heads", "ablate_sublayer",
-    "build_model", "patch_values",
+    "ATTENTION", "NOTHING", "CacheBatch", "ContextWindowError", "DecoderOnlyLM", "EncoderDecoderLM", "Intervention",
+    "KVCache", "LanguageModel", "LayerKV", "ModelConfig", "Output", "Record", "Tap", "Trace", "ablate_heads",
+    "ablate_sublayer", "build_model", "patch_values",
 ]  # fmt: skip

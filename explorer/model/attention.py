@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .batch import RowsKV
 from .cache import LayerKV
 from .config import ModelConfig
 from .positions import rotate
@@ -131,7 +132,7 @@ class MultiHeadAttention(nn.Module):
     def forward(
         self,
         x_q: torch.Tensor,
-        kv: LayerKV,
+        kv: LayerKV | RowsKV,
         *,
         causal: bool,
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
@@ -140,11 +141,15 @@ class MultiHeadAttention(nn.Module):
 
         With ``causal``, the queries are taken to be the last Tq positions of the Tk keys.
         A single new query (a cached step) needs no mask: every key is its past or itself.
+        ``RowsKV``: the rows are different sessions' steps, each over its own cache (batch.py).
         """
         batch, n_queries, _ = x_q.shape
         q = self._split_heads(self.q_proj(self.input(x_q)), self.n_heads)  # (B, heads, Tq, hd)
         if rotary is not None:  # (cos, sin) of the query positions
             q = rotate(q, rotary)
+        if isinstance(kv, RowsKV):
+            z = self.z(self._attend_rows(self.q(q), kv))  # (B, heads, 1, hd)
+            return self.out(self.o_proj(z.transpose(1, 2).reshape(batch, n_queries, self.n_heads * self.head_dim)))
         q, keys, values = self.q(q), self.k(kv.keys), self.v(kv.values)
         mask = causal_mask(n_queries, kv.length, x_q.device) if causal and n_queries > 1 else None  # (Tq, Tk)
         run = current_run()
@@ -154,3 +159,21 @@ class MultiHeadAttention(nn.Module):
             z = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=self.share > 1)
         z = self.z(z)  # (B, heads, Tq, hd)
         return self.out(self.o_proj(z.transpose(1, 2).reshape(batch, n_queries, self.n_heads * self.head_dim)))
+
+    def _attend_rows(self, q: torch.Tensor, kv: RowsKV) -> torch.Tensor:
+        """One new query per row (B, heads, 1, hd), row b over its own keys: the fused kernel a
+        step alone takes, row by row. The k and v taps see this step's new keys and values only
+        (the caches differ in length); scores and probabilities are not made here."""
+        run = current_run()
+        if run is not None and (run.touches(self.scores) or run.touches(self.probs)):
+            raise ValueError("a batched step keeps queries and keys; a pass that needs probabilities runs alone")
+        if q.shape[2] != 1:
+            raise ValueError("a batched step adds one token per row")
+        if kv.new_keys is not None:  # self-attention: what this step adds to each cache
+            self.k(kv.new_keys)
+            self.v(kv.new_values)
+        rows = [
+            F.scaled_dot_product_attention(q[b : b + 1], row.keys, row.values, enable_gqa=self.share > 1)
+            for b, row in enumerate(kv.rows)
+        ]  # fmt: skip
+        return torch.cat(rows)

@@ -57,7 +57,11 @@ class RotaryPositions(nn.Module):
         self.register_buffer("sin", angle.sin(), persistent=False)
 
     def angles(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(cos, sin), each (T, head_dim), for ``positions`` (T,); computed once per pass."""
+        """(cos, sin), each (T, head_dim), for ``positions`` (T,); computed once per pass. For
+        (B, T) positions (a batch of sessions at different lengths) each is (B, 1, T, head_dim),
+        one row per session, broadcast over the heads."""
+        if positions.dim() == 2:
+            return self.cos[positions][:, None], self.sin[positions][:, None]
         return self.cos[positions], self.sin[positions]
 
 

@@ -121,6 +121,11 @@ class Trace:
     def names(self) -> list[str]:
         return list(self.tensors)
 
+    def row(self, b: int) -> Trace:
+        """What batch row ``b`` recorded, as a pass of batch 1 would have (a batched step of
+        several sessions, explorer/batching.py)."""
+        return Trace(self.record, {name: tensor[b : b + 1] for name, tensor in self.tensors.items()})
+
     # Convenience accessors for the tensors the explorer shows most.
     def self_attention(self, layer: int, stack: str = "decoder") -> torch.Tensor:
         """(batch, heads, queries, keys) attention probabilities of one layer."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .batch import CacheBatch
 from .cache import KVCache
 from .config import ModelConfig
 from .layers import DecoderLayer, EncoderLayer
@@ -102,12 +103,16 @@ class Decoder(nn.Module):
         self,
         ids: torch.Tensor,  # (B, T): the new tokens only when a cache is used
         *,
-        cache: KVCache | None,
+        cache: KVCache | CacheBatch | None,
         memory: torch.Tensor | None,
         causal: bool,
     ) -> torch.Tensor:
-        start = cache.length if cache is not None else 0
-        positions = check_positions(start, ids.shape[1], self.embed.max_positions, ids.device)
+        if isinstance(cache, CacheBatch):  # sessions of different lengths: (B, T) positions
+            check_positions(max(cache.lengths), ids.shape[1], self.embed.max_positions)  # the longest fits
+            positions = cache.new_positions(ids.shape[1], ids.device)
+        else:
+            start = cache.length if cache is not None else 0
+            positions = check_positions(start, ids.shape[1], self.embed.max_positions, ids.device)
         x = self.embed(ids, positions)  # (B, T, d_model)
         rotary = self.rotary.angles(positions) if self.rotary is not None else None
         for i, layer in enumerate(self.layers):
@@ -172,7 +177,10 @@ class LanguageModel(nn.Module):
         causal: bool,
         interventions: Sequence[Intervention],
     ) -> Output:
-        trace, tapped = self.tapped(record, interventions, start=cache.length if cache is not None else 0)
+        start = cache.length if isinstance(cache, KVCache) else 0
+        if isinstance(cache, CacheBatch) and interventions:
+            raise ValueError("a batched step runs sessions without interventions; a branch steps alone")
+        trace, tapped = self.tapped(record, interventions, start=start)
         with tapped:
             hidden = self.decoder(ids, cache=cache, memory=memory, causal=causal)
             logits = self.unembed(hidden[:, -1:] if last_only else hidden)
@@ -225,7 +233,7 @@ class DecoderOnlyLM(LanguageModel):
     def forward(
         self,
         ids: torch.Tensor,  # (B, T)
-        cache: KVCache | None = None,
+        cache: KVCache | CacheBatch | None = None,
         record: Record = NOTHING,
         last_only: bool = False,
         causal: bool = True,
@@ -262,7 +270,7 @@ class EncoderDecoderLM(LanguageModel):
         self,
         target_ids: torch.Tensor,  # (B, T)
         memory: torch.Tensor,  # (B, S, d_model) from encode()
-        cache: KVCache | None = None,
+        cache: KVCache | CacheBatch | None = None,
         record: Record = NOTHING,
         last_only: bool = False,
         causal: bool = True,

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import gradio as gr
 
 from explorer.analysis import snapshot
+from explorer.batching import MAX_BATCH
 from explorer.ui import api, events, lifecycle
 from explorer.ui.layout import (
     CSS,
@@ -31,12 +32,12 @@ from explorer.ui.layout import (
     build_page,
 )
 from explorer.ui.render import FIGURES, MODEL_VIEWS, SESSION_VIEWS, STEP_VIEWS
-from explorer.ui.tab import log, release_closed_tab
+from explorer.ui.tab import PROFILE_ENV, log, release_closed_tab
 
 __all__ = ["DECODER_EXAMPLES", "TRANSLATOR_EXAMPLES", "build_demo", "launch", "start"]
 SECRET_ENV = "DECODER_EXPLORER_BROWSER_SECRET"
 CONCURRENCY_ENV = "DECODER_EXPLORER_CONCURRENCY"
-PROFILE_ENV = "DECODER_EXPLORER_PROFILE"
+STEP_CONCURRENCY_ENV = "DECODER_EXPLORER_STEP_CONCURRENCY"
 QUEUE_SIZE = 256  # waiting events beyond this are refused with "queue full" rather than piling up
 
 
@@ -116,9 +117,14 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     # A step changes the step views, and the session views when the text changed (a new session).
     stepped = {*p(*STEP_VIEWS), *p(*SESSION_VIEWS)}
     # Every click counts: quick clicks queue in order (Gradio's default drops those made while one runs).
-    page.step_button.click(on(page, events.on_step), [page.state, *settings], stepped, trigger_mode="multiple", **quick)
+    # Steps and Generates share a larger pool than the other events: they mostly wait for the
+    # step batcher (events.STEPS), which runs everyone's waiting steps as one batched pass.
+    steps = {"concurrency_limit": step_concurrency(), "concurrency_id": "steps"}
+    page.step_button.click(
+        on(page, events.on_step), [page.state, *settings], stepped, trigger_mode="multiple", **quick, **steps
+    )
     generate = page.generate_button.click(
-        on(page, events.on_generate), [page.state, page.max_new, *settings], stepped, **quick
+        on(page, events.on_generate), [page.state, page.max_new, *settings], stepped, **quick, **steps
     )
     # A model switch ends a running Generate: not by Gradio's cancel, which could drop the
     # Generate's last word and leave a step of the old session, sent just before, on the page;
@@ -193,6 +199,12 @@ def wire_save_and_share(page: Page, restored: set) -> None:
     page.link_button.click(on(page, lifecycle.on_make_link), [state], [page.link_box]).then(
         None, [page.link_box], [page.link_box], js="(q) => q ? location.origin + location.pathname + q : q"
     )
+
+
+def step_concurrency() -> int:
+    """How many Step and Generate events run at once: as many as a batch holds by default (they
+    wait in the batcher, whose one worker runs the model); ``$DECODER_EXPLORER_STEP_CONCURRENCY`` overrides."""
+    return max(1, int(os.environ.get(STEP_CONCURRENCY_ENV) or MAX_BATCH))
 
 
 def concurrency() -> int:

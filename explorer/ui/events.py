@@ -9,11 +9,13 @@ sessions is in ``explorer.ui.lifecycle``.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 
 import gradio as gr
 
 from explorer.analysis import ablation, compare, patching, proof
+from explorer.batching import StepBatcher
 from explorer.errors import InputError
 from explorer.ui import experiment_views, insights, views
 from explorer.ui.render import (
@@ -28,7 +30,7 @@ from explorer.ui.render import (
     self_heatmap,
     tab_views,
 )
-from explorer.ui.tab import NO_MODEL, USER_ERRORS, current, new_session, require, tab_event
+from explorer.ui.tab import NO_MODEL, PROFILE_ENV, USER_ERRORS, current, log, new_session, require, tab_event
 from explorer.ui.views import ExplorerState
 from explorer.viz import head_at, role_at
 
@@ -37,15 +39,27 @@ from explorer.viz import head_at, role_at
 # 250 steps) and a click on Stop would wait behind that backlog. So the token strip and status
 # follow every step, and the figures and candidates at most this often, and after the last step.
 FIGURES_EVERY_S = 0.5
+# Every user's Step (and each step of a Generate) waits here and runs in a batch with the others
+# waiting at the same moment: one pass over the weights for all of them (explorer/batching.py).
+STEPS = StepBatcher()
 
 
 # ---------------------------------------------------------------- stepping
 @tab_event
 def on_step(st, *settings) -> Updates:
     st, fresh = current(st, *settings)
-    st.session.step()
+    started = time.perf_counter()
+    STEPS.step(st.session)
+    stepped = time.perf_counter()
     st.query, st.stopped_at = None, None
-    return render(st, full=fresh)
+    views = render(st, full=fresh)
+    if os.environ.get(PROFILE_ENV):  # bench/bench_load.py: the model (with the wait for its batch) against the views
+        log.info("profile step-parts batch %.1f ms views %.1f ms", (stepped - started) * 1000, ms_since(stepped))
+    return views
+
+
+def ms_since(start: float) -> float:
+    return (time.perf_counter() - start) * 1000
 
 
 def on_generate(st, limit, *settings):
@@ -68,7 +82,7 @@ def on_generate(st, limit, *settings):
             with st.lock:  # one step at a time, between other events of this tab
                 if st.session is not running or running.finished or st.stop_requested:
                     break
-                st.session.step()
+                STEPS.step(st.session)  # in a batch with other users' steps: a Generate starves no one
                 st.query = None
                 due = time.perf_counter() - figures_sent_at >= FIGURES_EVERY_S or st.session.finished
                 views_now = render(st, full=fresh and i == 0, with_figures=due)

@@ -32,6 +32,7 @@ NO_MODEL = "No model is loaded yet: choose one from the Model list."
 USER_ERRORS = (InputError, ModelLoadError, ContextWindowError)
 
 log = logging.getLogger("decoder_explorer")
+PROFILE_ENV = "DECODER_EXPLORER_PROFILE"  # set: callbacks log how long they took (bench/bench_ui.py, bench_load.py)
 # Weak: Gradio owns the states.
 open_states: weakref.WeakValueDictionary[str, ExplorerState] = weakref.WeakValueDictionary()
 # "Save session" writes here (Gradio serves a copy from its cache); a tab's file goes when it closes.

@@ -8,6 +8,7 @@ with its own prompt and has grown by exactly one token. Used by a test (a few us
 
 from __future__ import annotations
 
+import random
 import statistics
 import threading
 import time
@@ -18,11 +19,23 @@ TRANSLATOR = "en-de-numbers"
 SETTINGS = [False, True, 0.0, 0, 1.0, 0]  # chat, KV cache, temperature, top-k, top-p, seed
 
 
-def user_input(user: int) -> tuple[str, str]:
-    """(model, text): even users a decoder prompt, odd users a translator source, each its own."""
-    if user % 2:
+@dataclass(frozen=True)
+class ClassPlan:
+    """How a simulated class behaves: the share of users on the translator (the rest on SmolLM2),
+    the seconds each thinks between two clicks (none: clicking without pause), and how long a
+    decoder prompt is (a padding of this many words before the question)."""
+
+    translator_every: int = 2  # user u is on the translator when u % translator_every == translator_every - 1
+    think_s: tuple[float, float] | None = None
+    prompt_words: int = 0
+
+
+def user_input(user: int, plan: ClassPlan = ClassPlan()) -> tuple[str, str]:
+    """(model, text): each user's own decoder prompt or translator source."""
+    if user % plan.translator_every == plan.translator_every - 1:
         return TRANSLATOR, f"Wednesday, March {user % 28 + 1}, 20{user + 10}"
-    return DECODER, f"User {user} asks: what is {user} times {user + 1}? The answer is"
+    padding = " ".join(f"word{(user * 7 + i) % 97}" for i in range(plan.prompt_words))
+    return DECODER, f"{padding} User {user} asks: what is {user} times {user + 1}? The answer is".strip()
 
 
 def strip_items(value) -> list[dict]:
@@ -47,11 +60,14 @@ class UserRun:
     crosstalk: list[str] = field(default_factory=list)
 
 
-def run_user(url: str, user: int, steps: int, start: threading.Barrier | None = None) -> UserRun:
+def run_user(
+    url: str, user: int, steps: int, start: threading.Barrier | None = None, plan: ClassPlan = ClassPlan()
+) -> UserRun:
     from gradio_client import Client
 
     run = UserRun(user)
-    model, text = user_input(user)
+    model, text = user_input(user, plan)
+    thinking = random.Random(user)
     try:
         client = Client(url, verbose=False, download_files=False)
         loaded = client.predict(model, text, *SETTINGS, None, api_name="/on_load")  # None: no kept session
@@ -61,6 +77,8 @@ def run_user(url: str, user: int, steps: int, start: threading.Barrier | None = 
             start.wait()
         count = None
         for _ in range(steps):
+            if plan.think_s is not None:
+                time.sleep(thinking.uniform(*plan.think_s))
             begin = time.perf_counter()
             result = client.predict(text, *SETTINGS, api_name="/on_step")
             run.latencies_ms.append((time.perf_counter() - begin) * 1000)
@@ -123,13 +141,14 @@ class LoadReport:
         return statistics.median(self.latencies) if self.latencies else float("nan")
 
 
-def simulate_users(url: str, users: int, steps: int) -> LoadReport:
-    """``users`` sessions load at once, then all step ``steps`` times together."""
+def simulate_users(url: str, users: int, steps: int, plan: ClassPlan = ClassPlan()) -> LoadReport:
+    """``users`` sessions load at once, then all step ``steps`` times together (each thinking
+    between clicks as ``plan`` says)."""
     runs: list[UserRun] = [UserRun(u) for u in range(users)]
     start = threading.Barrier(users, timeout=600)
 
     def work(u: int) -> None:
-        runs[u] = run_user(url, u, steps, start)
+        runs[u] = run_user(url, u, steps, start, plan)
 
     begin = time.perf_counter()
     threads = [threading.Thread(target=work, args=(u,)) for u in range(users)]

@@ -1,0 +1,157 @@
+"""Step many sessions at once: what lets a class share one CPU.
+
+A cached step of a small model is bound by reading its weights, so the steps of several users
+run as one batch cost little more than one step (``bench/bench_load.py`` prints the curve).
+``step_together`` steps a list of sessions: those that can (a cached one-token step, no
+intervention, the same model and record) share one pass, each row attending over its own cache
+(``explorer/model/batch.py``); each chooses its token with its own settings and seed first, so
+every session gets exactly the step it would have had alone. A session that cannot step (its
+text ended, no room left) gets its error; the others are not disturbed.
+
+``StepBatcher`` is the server's side: each user's Step waits in it, and one worker thread takes
+everything waiting, steps it together, and hands each user its own result.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import torch
+
+from explorer.model import CacheBatch
+from explorer.session import GenerationSession, StepResult
+
+MAX_BATCH = 32
+
+
+def step_together(sessions: Sequence[GenerationSession]) -> list[StepResult | Exception]:
+    """Step each session once; returns each one's StepResult, or the error that stopped it."""
+    results: list[StepResult | Exception | None] = [None] * len(sessions)
+    groups: dict[tuple, list[int]] = {}
+    batched: set[int] = set()
+    for i, session in enumerate(sessions):
+        try:
+            session._check_can_step()
+        except Exception as error:  # this session's own refusal, handed back to it
+            results[i] = error
+            continue
+        # A session asked for twice steps twice, the second time alone (a batch holds a cache once).
+        if session.can_join_batch and id(session) not in batched:
+            batched.add(id(session))
+            key = (id(session.loaded), session.record)
+        else:
+            key = ("alone", i)
+        groups.setdefault(key, []).append(i)
+    for members in groups.values():
+        group = [sessions[i] for i in members]
+        for i, result in zip(members, _step_group(group), strict=True):
+            results[i] = result
+    return results
+
+
+def _step_group(group: list[GenerationSession]) -> list[StepResult | Exception]:
+    if len(group) > 1:
+        try:
+            return batched_step(group)
+        except Exception:  # the batch failed as a whole: each session steps alone
+            pass
+    return [_step_alone(session) for session in group]
+
+
+def _step_alone(session: GenerationSession) -> StepResult | Exception:
+    try:
+        return session.step()
+    except Exception as error:  # handed back to the user whose step it was
+        return error
+
+
+def batched_step(group: list[GenerationSession]) -> list[StepResult]:
+    """One pass for every session of ``group`` (same model and record, cached, past the prefill):
+    row b is session b's chosen token. Leaves every session as it was if the pass fails."""
+    model = group[0].model
+    tokens = [session.next_choice() for session in group]
+    lengths = [len(session.token_ids) for session in group]
+    cached = [session.cache.length for session in group]
+    tops = [session.begin_append(token) for session, token in zip(group, tokens, strict=True)]
+    ids = torch.tensor([[token] for token in tokens], device=group[0].model_device)  # (B, 1)
+    record = group[0].step_record(1)
+    cache = CacheBatch([session.cache for session in group])
+    start = time.perf_counter()
+    try:
+        # Only the pass runs in inference mode, as a step alone does: what the sessions keep
+        # (grown outside it) must stay writable by their later steps, batched or not.
+        with torch.inference_mode():
+            if group[0].is_encoder_decoder:  # the sources were read at each session's prefill
+                output = model(ids, None, cache=cache, record=record, last_only=True)
+            else:
+                output = model(ids, cache=cache, record=record, last_only=True)
+    except Exception:
+        for session, length, kept in zip(group, lengths, cached, strict=True):  # undo what the pass began
+            del session.token_ids[length:]
+            session.cache.truncate(kept)
+        raise
+    if ids.is_cuda:
+        torch.cuda.synchronize()
+    elapsed_ms = (time.perf_counter() - start) * 1000  # the batch's pass, shared by its sessions
+    results = []
+    for b, (session, token, top) in enumerate(zip(group, tokens, tops, strict=True)):
+        trace = output.trace.row(b)
+        session.absorb(output.logits[b, -1], trace, 1)
+        results.append(session.finish_append(token, False, top, elapsed_ms, trace))
+    return results
+
+
+@dataclass
+class _Request:
+    session: GenerationSession
+    result: Future
+
+
+class StepBatcher:
+    """A Step from any user waits here; one worker thread steps everything waiting together.
+
+    While a batch runs, the next requests gather, so under load the batches grow by themselves
+    and with one user a Step waits for nothing. ``max_batch`` bounds a batch (and its memory).
+    """
+
+    def __init__(self, max_batch: int = MAX_BATCH) -> None:
+        self.max_batch = max_batch
+        self._waiting: list[_Request] = []
+        self._ready = threading.Condition()
+        self._worker: threading.Thread | None = None
+        self.batch_sizes: list[int] = []  # of every batch run, for benchmarks
+
+    def step(self, session: GenerationSession) -> StepResult:
+        """Step ``session`` (in a batch with whoever else is waiting); raises its own error."""
+        request = _Request(session, Future())
+        with self._ready:
+            self._start_worker()
+            self._waiting.append(request)
+            self._ready.notify()
+        result = request.result.result()
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def _start_worker(self) -> None:
+        if self._worker is None or not self._worker.is_alive():
+            self._worker = threading.Thread(target=self._run, name="step-batcher", daemon=True)
+            self._worker.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while not self._waiting:
+                    self._ready.wait()
+                batch, self._waiting = self._waiting[: self.max_batch], self._waiting[self.max_batch :]
+            self.batch_sizes.append(len(batch))
+            try:
+                results = step_together([request.session for request in batch])
+            except Exception as error:  # never leave a user waiting forever
+                results = [error] * len(batch)
+            for request, result in zip(batch, results, strict=True):
+                request.result.set_result(result)

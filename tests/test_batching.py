@@ -1,0 +1,172 @@
+"""Steps of many sessions in one batch (explorer/batching.py): every session gets exactly the
+step it would have had alone, on three families, at different lengths, with the cache on and
+off, and with sessions that cannot step in the same batch."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import explorer
+from explorer.batching import StepBatcher, batched_step, step_together
+from explorer.errors import InputError
+from explorer.model import ContextWindowError
+from explorer.session import SessionFinished
+
+TEXTS = {
+    "gpt2": ["The quick brown fox jumps over the lazy dog.", "def add(a, b):", "Attention"],
+    "llama": ["Transformers generate text one token at a time.", "The", "Attention is all you need"],
+    "marian": ["twenty-one", "three hundred and forty-two", "Wednesday, March 3, 2021"],
+}
+
+
+@pytest.fixture(scope="module", params=list(TEXTS))
+def family(request, checkpoints):
+    return request.param, explorer.load_model(str(checkpoints[request.param]), progress=False)
+
+
+def sessions_of(loaded, texts, **settings):
+    return [explorer.GenerationSession(loaded, text, **settings) for text in texts]
+
+
+def assert_same(batched, alone):
+    assert batched.token_ids == alone.token_ids
+    assert float((batched.next_logits() - alone.next_logits()).abs().max()) <= 1e-5
+    for layer in range(batched.config.n_layers):
+        np.testing.assert_allclose(batched.self_attention(layer), alone.self_attention(layer), atol=1e-5)
+        if batched.is_encoder_decoder:
+            np.testing.assert_allclose(batched.cross_attention(layer), alone.cross_attention(layer), atol=1e-5)
+    if batched.newest_residuals is not None:
+        assert float((batched.newest_residuals - alone.newest_residuals).abs().max()) <= 1e-4
+
+
+def test_a_batch_of_different_lengths_equals_each_alone(family):
+    name, loaded = family
+    together, alone = sessions_of(loaded, TEXTS[name]), sessions_of(loaded, TEXTS[name])
+    assert len({len(s.token_ids) for s in together}) > 1 or loaded.is_encoder_decoder
+    for _ in range(6):
+        active = [s for s in together if not s.finished]
+        if len(active) < 2:
+            break
+        results = batched_step(active)
+        assert [r.token_id for r in results] == [s.token_ids[-1] for s in active]
+        for session in alone:
+            if not session.finished and len(session.token_ids) < max(len(t.token_ids) for t in together):
+                session.step()
+    for batched, single in zip(together, alone, strict=True):
+        assert_same(batched, single)
+    # A session goes on alone after batched steps (the page's undo, a branch), and back into a batch.
+    for _ in range(3):
+        active = [s for s in together if not s.finished]
+        for session in active:
+            session.step()
+        for session in alone:
+            if not session.finished:
+                session.step()
+    for _ in range(2):
+        step_together(together)
+        for session in alone:
+            if not session.finished:
+                session.step()
+    for batched, single in zip(together, alone, strict=True):
+        assert_same(batched, single)
+
+
+def test_sampling_stays_each_sessions_own(family):
+    name, loaded = family
+    settings = [dict(temperature=1.2, seed=s) for s in (1, 2, 3)]
+    together = [explorer.GenerationSession(loaded, TEXTS[name][0], **kw) for kw in settings]
+    alone = [explorer.GenerationSession(loaded, TEXTS[name][0], **kw) for kw in settings]
+    for _ in range(4):
+        results = step_together(together)
+        for session, result in zip(alone, results, strict=True):
+            if isinstance(result, Exception):
+                with pytest.raises(type(result)):
+                    session.step()
+            else:
+                session.step()
+    for batched, single in zip(together, alone, strict=True):
+        assert_same(batched, single)
+
+
+def test_the_cache_off_and_sessions_that_cannot_step_do_not_disturb_the_batch(family):
+    name, loaded = family
+    finished = explorer.GenerationSession(loaded, TEXTS[name][0])
+    finished.force(loaded.config.eos_token_id)  # its text has ended
+    full = explorer.GenerationSession(
+        loaded, TEXTS[name][1], max_positions=len(loaded.tokenizer(TEXTS[name][1])["input_ids"]) + 1
+    )
+    while len(full.token_ids) < full.max_positions:
+        full.step()
+    uncached = explorer.GenerationSession(loaded, TEXTS[name][2], use_cache=False)
+    fine = sessions_of(loaded, TEXTS[name][:2])
+    mixed = [fine[0], finished, full, uncached, fine[1]]
+    results = step_together(mixed)
+    assert isinstance(results[1], SessionFinished) and isinstance(results[2], ContextWindowError)
+    assert isinstance(results[1], InputError)  # the page shows it as a message
+    alone = [*sessions_of(loaded, TEXTS[name][:2]), explorer.GenerationSession(loaded, TEXTS[name][2])]
+    for session in alone:
+        session.step()
+    assert_same(fine[0], alone[0])
+    assert_same(fine[1], alone[1])
+    assert_same(uncached, alone[2])  # the cache off steps alone, with the same result as the cache on
+
+
+def test_a_failed_pass_leaves_every_session_as_it_was(family):
+    name, loaded = family
+    sessions = sessions_of(loaded, TEXTS[name][:2])
+    before = [list(s.token_ids) for s in sessions]
+    lengths = [s.cache.length for s in sessions]
+    sessions[0].record = explorer.model.Record.of("attention")  # a batch cannot give probabilities
+    with pytest.raises(ValueError, match="runs alone"):
+        batched_step(sessions)
+    assert [s.token_ids for s in sessions] == before
+    assert [s.cache.length for s in sessions] == lengths
+
+
+def test_the_batcher_serves_many_threads(family):
+    name, loaded = family
+    texts = TEXTS[name] * 3
+    together, alone = sessions_of(loaded, texts), sessions_of(loaded, texts)
+    batcher = StepBatcher()
+    errors = []
+
+    def user(session):
+        for _ in range(4):
+            try:
+                batcher.step(session)
+            except SessionFinished:
+                return
+            except Exception as error:
+                errors.append(error)
+
+    threads = [threading.Thread(target=user, args=(s,)) for s in together]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert max(batcher.batch_sizes) > 1  # users who wait at once share a pass
+    for batched, single in zip(together, alone, strict=True):
+        while len(single.token_ids) < len(batched.token_ids):
+            single.step()
+        assert_same(batched, single)
+
+
+def test_what_a_batch_grows_stays_writable_by_a_step_alone(family):
+    """A batched step that grows a session's buffers, then that session's step alone (an Undo or
+    a forced token run alone): the buffers must not be frozen by the batch's inference mode."""
+    name, loaded = family
+    session, other = sessions_of(loaded, TEXTS[name][:2])
+    token = next(t for t in range(5, loaded.config.vocab_size) if t != loaded.config.eos_token_id)
+    capacity = session.self_inputs.queries[0].buffer.shape[1]
+    while len(session.token_ids) < capacity:  # fill the kept rows to their capacity
+        session.force(token)
+    batched_step([session, other])  # this step grows them
+    session.force(token)
+    session.undo()
+    reference = explorer.GenerationSession(loaded, TEXTS[name][0])
+    reference.replay(session.generated_ids)
+    assert_same(session, reference)
