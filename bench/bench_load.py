@@ -16,6 +16,7 @@ Prints tables; not a test (machines are shared and noisy: compare ratios within 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import sys
@@ -84,25 +85,48 @@ def step_parts(log: Path, offset: int) -> tuple[list[float], list[float]]:
     return [float(b) for b, _ in found], [float(v) for _, v in found]
 
 
-def profiled(log: Path, run):
-    """Run ``run()``; returns its report and the median model and views parts of its steps."""
+def profiled(log: Path, run, server_pid: int):
+    """Run ``run()``; returns its report, the median model and views parts of its steps, and the
+    CPU seconds per step of the server and of the simulated users (they share this machine)."""
     offset = len(log.read_text()) if log.exists() else 0
+    server_cpu, users_cpu = cpu_seconds(server_pid), cpu_seconds(os.getpid())
     report = run()
     model, views = step_parts(log, offset)
-    return report, (median(model), median(views))
+    n = max(1, len(report.latencies))
+    cpu = ((cpu_seconds(server_pid) - server_cpu) / n * 1000, (cpu_seconds(os.getpid()) - users_cpu) / n * 1000)
+    return report, (median(model), median(views), *cpu)
 
 
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+MEMORY_ENV = dict(kv.split("=", 1) for kv in os.environ.get("BENCH_APP_ENV", "").split() if "=" in kv)
+
+
+def memory_run() -> None:
+    """Only the memory of 30 sessions of ~200 tokens."""
+    with running_app(ARTIFACTS / "bench-load-app.log", **MEMORY_ENV) as (url, server):
+        before = peak_rss_mb(server.pid)
+        simulate_users(url, 30, 15, LONG)
+        after = peak_rss_mb(server.pid)
+    print(f"peak server RSS: {before:.0f} MB with the models, {after:.0f} MB with 30 SmolLM2 sessions of ~200 tokens")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/<pid>/stat), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def server_runs() -> None:
     log = ARTIFACTS / "bench-load-app.log"
     log.unlink(missing_ok=True)
     with running_app(log, DECODER_EXPLORER_PROFILE="1") as (url, server):
-        alone, alone_parts = profiled(log, lambda: simulate_users(url, 1, 15, NO_PAUSE))
-        klass, class_parts = profiled(log, lambda: simulate_users(url, 30, 15, CLASS))
-        rush, rush_parts = profiled(log, lambda: simulate_users(url, 20, 15, NO_PAUSE))
+        pid = server.pid
+        alone, alone_parts = profiled(log, lambda: simulate_users(url, 1, 15, NO_PAUSE), pid)
+        klass, class_parts = profiled(log, lambda: simulate_users(url, 30, 15, CLASS), pid)
+        rush, rush_parts = profiled(log, lambda: simulate_users(url, 20, 15, NO_PAUSE), pid)
         before_long = peak_rss_mb(server.pid)
         simulate_users(url, 30, 15, LONG)
         long_mb = peak_rss_mb(server.pid)
@@ -114,9 +138,12 @@ def server_runs() -> None:
         row("20 users, no pause, 2/3 SmolLM2", rush),
     ):
         print(f"{line[0]:44} {line[1]:>6} {line[2]:>6} {line[3]:>7} {line[4]:>7} {line[5]:>8}")
-    print("a Step's server work (medians, ms): the model (waiting for its batch, and the pass) | the views")
-    for name, (model, views) in (("one user", alone_parts), ("class", class_parts), ("20 users", rush_parts)):
-        print(f"  {name:10} {model:8.0f} | {views:6.0f}")
+    print("a Step, ms: the model (its wait for a batch, and the pass) | the views (medians)", end="")
+    print(" | CPU per step: server, users")
+    for name, (model, views, server, users) in (
+        ("one user", alone_parts), ("class", class_parts), ("20 users", rush_parts)
+    ):  # fmt: skip
+        print(f"  {name:10} {model:8.0f} | {views:6.0f} | {server:6.0f} {users:6.0f}")
     ratio = rush.percentile(0.95) / alone.percentile(0.95)
     print(f"20 users' p95 / one user's p95: {ratio:.1f}")
     print(f"peak server RSS: {before_long:.0f} MB before, {long_mb:.0f} MB with 30 SmolLM2 sessions of ~200 tokens")
@@ -129,7 +156,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip-curve", action="store_true")
     parser.add_argument("--skip-server", action="store_true")
+    parser.add_argument("--memory-only", action="store_true")
     args = parser.parse_args()
+    if args.memory_only:
+        memory_run()
+        return
     if not args.skip_curve:
         batch_curve()
     if not args.skip_server:
