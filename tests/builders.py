@@ -105,10 +105,16 @@ def _randomise_norms(model: torch.nn.Module, seed: int) -> None:
 
 
 def stepped(checkpoint: Path, text: str, steps: int):
-    """A session of ``text`` on a checkpoint folder, stepped ``steps`` times (greedy)."""
+    """A session of ``text`` on a checkpoint folder, stepped ``steps`` times (greedy; fewer if
+    its text ends first)."""
     import explorer
 
     session = explorer.GenerationSession(explorer.load_model(str(checkpoint)), text)
     for _ in range(steps):
-        session.step()
+        if not session.finished:
+            session.step()
     return session
+
+
+# A text for each tiny family that its tokenizer reads (the translator's: a number).
+FAMILY_TEXTS = {"gpt2": "The quick brown fox jumps", "llama": "Attention is all you need", "marian": "twenty-one"}

@@ -12,18 +12,12 @@ import explorer
 from explorer.analysis import attribution
 from explorer.errors import InputError
 from explorer.model.taps import Intervention
-
-FAMILIES = ["gpt2", "llama", "marian"]
-TEXTS = {"gpt2": "The quick brown fox jumps", "llama": "Attention is all you need", "marian": "twenty-one"}
+from tests import builders
 
 
-@pytest.fixture(scope="module", params=FAMILIES)
+@pytest.fixture(scope="module", params=list(builders.FAMILY_TEXTS))
 def stepped(request, checkpoints):
-    loaded = explorer.load_model(str(checkpoints[request.param]), progress=False)
-    session = explorer.GenerationSession(loaded, TEXTS[request.param])
-    for _ in range(3):
-        session.step()
-    return session
+    return builders.stepped(checkpoints[request.param], builders.FAMILY_TEXTS[request.param], 3)
 
 
 def newest(session):

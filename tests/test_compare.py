@@ -7,23 +7,15 @@ import numpy as np
 import pytest
 import torch
 
-import explorer
 from explorer.analysis import compare
 from explorer.errors import InputError
 from explorer.model.interventions import ablate_heads
-
-FAMILIES = ["gpt2", "llama", "marian"]
-TEXTS = {"gpt2": "The quick brown fox jumps", "llama": "Attention is all you need", "marian": "twenty-one"}
+from tests.builders import FAMILY_TEXTS, stepped
 
 
-@pytest.fixture(scope="module", params=FAMILIES)
+@pytest.fixture(scope="module", params=list(FAMILY_TEXTS))
 def run_a(request, checkpoints):
-    loaded = explorer.load_model(str(checkpoints[request.param]), progress=False)
-    session = explorer.GenerationSession(loaded, TEXTS[request.param])
-    for _ in range(5):
-        if not session.finished:
-            session.step()
-    return session
+    return stepped(checkpoints[request.param], FAMILY_TEXTS[request.param], 5)
 
 
 def test_the_cache_off_gives_the_same_run(run_a):
