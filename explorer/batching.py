@@ -35,7 +35,7 @@ def step_together(sessions: Sequence[GenerationSession]) -> list[StepResult | Ex
     batched: set[int] = set()
     for i, session in enumerate(sessions):
         try:
-            session._check_can_step()
+            session.check_can_step()
         except Exception as error:  # this session's own refusal, handed back to it
             results[i] = error
             continue

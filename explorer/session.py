@@ -448,7 +448,8 @@ class GenerationSession:
         texts = continuation_texts(self.tokenizer, self.token_ids, ids)
         return [TopToken(i, t, float(p)) for i, t, p in zip(ids, texts, values, strict=True)]
 
-    def _check_can_step(self) -> None:
+    def check_can_step(self) -> None:
+        """Refuse a step past the end token or the session's room, saying what to do."""
         if self.finished:
             raise SessionFinished("The model has ended the text (it produced the end token). Undo or Reset to go on.")
         if len(self.token_ids) >= self.max_positions:
@@ -459,7 +460,7 @@ class GenerationSession:
 
     def step(self) -> StepResult:
         """Choose the next token (greedy or sampled), append it, and run the model on it."""
-        self._check_can_step()
+        self.check_can_step()
         return self._append(self.next_choice(), forced=False)
 
     def next_choice(self) -> int:
@@ -475,14 +476,14 @@ class GenerationSession:
     def force(self, token_id: int) -> StepResult:
         """Append ``token_id`` instead of the model's choice (a branch); Undo goes back."""
         self._check_token(token_id)  # first: a token that cannot exist is refused in any state
-        self._check_can_step()
+        self.check_can_step()
         return self._append(int(token_id), forced=True)
 
     def append_recorded(self, token_id: int, forced: bool) -> StepResult:
         """Append a token that an earlier run chose (a saved session or a shared link being
         restored), keeping whether the user had forced it."""
         self._check_token(token_id)
-        self._check_can_step()
+        self.check_can_step()
         return self._append(int(token_id), forced=forced)
 
     def _check_token(self, token_id: int) -> None:
