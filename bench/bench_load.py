@@ -11,6 +11,8 @@
 Prints tables; not a test (machines are shared and noisy: compare ratios within one run).
 
     python bench/bench_load.py [--skip-curve] [--skip-server]
+    BENCH_APP_ENV="MALLOC_ARENA_MAX=2" python bench/bench_load.py --memory-only   # the memory run alone,
+                                                                                 # the app under extra env
 """
 
 from __future__ import annotations

@@ -403,7 +403,7 @@ class GenerationSession:
         last position; ``trace``: batch 1): the next distribution, the rows the views need."""
         self._next_logits = logits.cpu()  # sampling and the views work on the CPU
         self.newest_residuals = None
-        if "residual" in trace.record and self.use_cache and n_new == 1:
+        if "residual" in trace.record:  # a one-token cached pass keeps it (step_record)
             names = residual_stream_names(self.config.n_layers)
             self.newest_residuals = torch.stack([trace[name][0, -1] for name in names])  # (layers + 1, d)
         if "qk" in trace.record:
@@ -610,13 +610,13 @@ class GenerationSession:
 
     def cross_attention(self, layer: int) -> np.ndarray:
         """(heads, T, S) cross-attention of every target token over the source."""
-        self._require_translator("cross-attention")
+        self.require_translator("cross-attention")
         self.check_layer(layer)
         return self.cross_inputs.probabilities(layer)
 
     def encoder_attention(self, layer: int) -> np.ndarray:
         """(heads, S, S) encoder self-attention over the source."""
-        self._require_translator("encoder attention")
+        self.require_translator("encoder attention")
         if not 0 <= layer < self.config.n_encoder_layers:
             raise InputError(f"encoder layer {layer} does not exist; choose 0 to {self.config.n_encoder_layers - 1}")
         if not self.encoder_probs:
@@ -628,7 +628,7 @@ class GenerationSession:
         if not 0 <= layer < self.config.n_layers:
             raise InputError(f"layer {layer} does not exist; choose 0 to {self.config.n_layers - 1}")
 
-    def _require_translator(self, what: str) -> None:
+    def require_translator(self, what: str) -> None:
         if not self.is_encoder_decoder:
             raise InputError(f"{what} exists only for translators (encoder-decoder models)")
 

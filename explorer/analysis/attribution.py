@@ -86,9 +86,13 @@ class Attribution:
         return text + f" (the logit's change from the baseline is {change:.3f}; this method does not promise it)."
 
 
-def check_target(session: GenerationSession, position: int, token_id: int) -> None:
+def check_position(session: GenerationSession, position: int) -> None:
     if not 0 <= position < len(session.token_ids):
         raise InputError(f"position {position} does not exist; choose 0 to {len(session.token_ids) - 1}")
+
+
+def check_target(session: GenerationSession, position: int, token_id: int) -> None:
+    check_position(session, position)
     if not 0 <= token_id < session.config.vocab_size:
         raise InputError(f"token id {token_id} is not in the vocabulary (0 to {session.config.vocab_size - 1})")
 
@@ -245,13 +249,18 @@ def attribute(
         steps *= 2
 
 
+def _attention_up_to(session: GenerationSession, position: int):
+    """The trace of one pass over tokens 0 .. ``position``, keeping every layer's attention."""
+    check_position(session, position)
+    ids = session.ids_tensor(session.token_ids[: position + 1])  # (1, position + 1)
+    return session.run_decoder(ids, record=Record.of("attention")).trace
+
+
 @torch.inference_mode()
 def attention_rollout(session: GenerationSession, position: int) -> np.ndarray:
     """(position + 1,) how much of position ``position``'s last layer comes from each input token,
     following attention alone: each layer's head average A, with the residual as 0.5·A + 0.5·I."""
-    check_target(session, position, 0)
-    ids = session.ids_tensor(session.token_ids[: position + 1])
-    trace = session.run_decoder(ids, record=Record.of("attention")).trace
+    trace = _attention_up_to(session, position)
     rollout = torch.eye(position + 1, dtype=torch.float64)
     for layer in range(session.config.n_layers):
         mixed = trace.self_attention(layer)[0].double().mean(0).cpu()  # (T, T) head average
@@ -264,10 +273,8 @@ def attention_rollout(session: GenerationSession, position: int) -> np.ndarray:
 def cross_attention_rows(session: GenerationSession, position: int) -> np.ndarray:
     """(layers, S) a translator's step at ``position``: where each decoder layer's
     cross-attention (head average) read the source."""
-    session._require_translator("cross-attention")
-    check_target(session, position, 0)
-    ids = session.ids_tensor(session.token_ids[: position + 1])
-    trace = session.run_decoder(ids, record=Record.of("attention")).trace
+    session.require_translator("cross-attention")
+    trace = _attention_up_to(session, position)
     rows = [trace.cross_attention(i)[0, :, -1].float().mean(0).cpu().numpy() for i in range(session.config.n_layers)]
     return np.stack(rows)
 
