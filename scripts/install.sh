@@ -8,11 +8,19 @@ cd "$(dirname "$0")/.."
 dev=0
 [ "${1:-}" = "--dev" ] && dev=1
 
+if [ "$(id -u)" = 0 ]; then apt_get="apt-get"; else apt_get="sudo apt-get"; fi
 if [ "$dev" = 1 ] && [ ! -x /usr/bin/chromium ]; then
   echo "Installing Debian's Chromium for the browser tests"
-  if [ "$(id -u)" = 0 ]; then apt_get="apt-get"; else apt_get="sudo apt-get"; fi
   $apt_get update -qq
   DEBIAN_FRONTEND=noninteractive $apt_get install -y -qq chromium fonts-dejavu-core > /dev/null
+fi
+# axe-core, the accessibility checker the browser tests put into the page (from the npm registry).
+if [ "$dev" = 1 ] && [ ! -f .cache/npm/node_modules/axe-core/axe.min.js ]; then
+  if ! command -v npm > /dev/null; then
+    $apt_get update -qq
+    DEBIAN_FRONTEND=noninteractive $apt_get install -y -qq nodejs npm > /dev/null
+  fi
+  npm install --prefix .cache/npm --no-audit --no-fund --silent axe-core@4.14.1
 fi
 
 python3 -m venv .venv

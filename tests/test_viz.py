@@ -57,8 +57,10 @@ def test_thumbnails_show_the_mask_grey():
 def test_thumbnail_pixels_are_the_nearest_cells_colours_at_any_length():
     """Each pixel is the colour of the cell nearest to it (sampled, then coloured): a long
     sequence costs the same as a short one, and shows the same pixels as colouring every cell."""
-    from explorer.viz.thumbnails import HIGH_RGB, LOW_RGB, MASK_RGB
+    from explorer.viz.colours import colour_table
+    from explorer.viz.thumbnails import HATCH_RGB, hatch_lines
 
+    blues = colour_table("blues")
     rng = np.random.default_rng(0)
     for n_q, n_k in ((3, 3), (7, 7), (300, 300), (5, 9)):
         w = rng.random((2, n_q, n_k)).astype(np.float32)
@@ -66,10 +68,37 @@ def test_thumbnail_pixels_are_the_nearest_cells_colours_at_any_length():
         for y, x in ((0, 0), (39, 39), (0, 39), (17, 3)):
             q, k = y * n_q // 40, x * n_k // 40
             if k > q + (n_k - n_q):
-                expected = MASK_RGB
+                expected = HATCH_RGB if hatch_lines(40)[y, x] else (189, 189, 189)
             else:
-                expected = LOW_RGB + (HIGH_RGB - LOW_RGB) * np.clip(w[1, q, k], 0, 1) ** 0.5
-            assert tuple(images[1][y, x]) == tuple(expected.astype(np.uint8)), (n_q, n_k, y, x)
+                expected = blues[round(float(np.clip(w[1, q, k], 0, 1)) ** 0.5 * 255)]
+            assert tuple(images[1][y, x]) == tuple(expected), (n_q, n_k, y, x)
+
+
+def test_thumbnails_in_another_scale_hatch_the_mask_and_follow_the_scale():
+    from explorer.viz.colours import SCALES, colour_table, rgb
+    from explorer.viz.thumbnails import HATCH_RGB, hatch_lines
+
+    w = causal_weights(40)[None]
+    image = head_thumbnails(w, causal=True, size=40, scale="cividis")[0]
+    future = np.triu(np.ones((40, 40), bool), k=1)
+    lines = hatch_lines(40) & future
+    assert lines.sum() > 50 and (image[lines] == HATCH_RGB).all()  # the mask is hatched...
+    assert (image[future & ~lines] == rgb(SCALES["cividis"].mask)).all()  # ...over the scale's mask colour
+    table = colour_table("cividis")
+    assert tuple(image[0, 0]) == tuple(table[255])  # the first token reads only itself: weight 1
+    assert tuple(table[0]) == rgb("#00224e") and tuple(table[255]) == rgb("#fee838")
+
+
+def test_recoloured_swaps_only_the_attention_scale():
+    from explorer.viz.colours import SCALES, recoloured
+
+    figure = attention_heatmap(causal_weights(5), TOKENS, TOKENS, causal=True, title="t")
+    other = {"data": [{"type": "heatmap", "colorscale": "RdBu"}], "layout": {"plot_bgcolor": "white"}}
+    viridis = recoloured(figure, "viridis")
+    assert viridis["data"][0]["colorscale"] == SCALES["viridis"].stops
+    assert viridis["layout"]["plot_bgcolor"] == SCALES["viridis"].mask
+    assert figure["data"][0]["colorscale"] == SCALES["blues"].stops  # the original is left as it was
+    assert recoloured(other, "viridis") == other
 
 
 def test_head_grid_and_clicks_on_it():

@@ -25,11 +25,13 @@ from explorer.ui.layout import (
     CSS,
     DECODER_EXAMPLES,
     PAGE_SCRIPT,
+    PRESENTER_SCRIPT,
     SETTINGS,
     TABS,
     TRANSLATOR_EXAMPLES,
     Page,
     build_page,
+    theme,
 )
 from explorer.ui.render import FIGURES, MODEL_VIEWS, SESSION_VIEWS, STEP_VIEWS
 from explorer.ui.tab import PROFILE_ENV, log, release_closed_tab
@@ -174,6 +176,9 @@ def wire_view_choices(page: Page, figures: list, quick: dict) -> None:
         getattr(page, tab).select(on(page, events.opener(name)), [state], figures, **quick)
     page.roles_image.select(on(page, events.on_role_click), [state], [page.layer, page.head, *figures], **quick)
     page.image_format.input(on(page, events.on_image_format), [state, page.image_format], figures, **quick)
+    page.colour_scale.input(on(page, events.on_colour_scale), [state, page.colour_scale], figures, **quick)
+    # Presenter mode is the page's alone: a class on the body (layout.CSS), and the heatmaps redraw.
+    page.presenter.change(None, [page.presenter], None, js=PRESENTER_SCRIPT)
 
 
 def wire_switching_off(page: Page, figures: list) -> None:
@@ -228,7 +233,7 @@ def start(**kwargs) -> gr.Blocks:
     # browser's localStorage, reading and rewriting the whole list on every Step (~100 ms a step
     # at 650 tokens, bench_ui); the session the browser keeps for a reload is gr.BrowserState's.
     demo.launch(
-        css=CSS, js=PAGE_SCRIPT, theme=gr.themes.Soft(), max_file_size=snapshot.MAX_FILE_BYTES,
+        css=CSS, js=PAGE_SCRIPT, theme=theme(), max_file_size=snapshot.MAX_FILE_BYTES,
         run_history=False, prevent_thread_lock=True, **kwargs,
     )  # fmt: skip
     return demo

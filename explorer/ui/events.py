@@ -33,6 +33,7 @@ from explorer.ui.render import (
 from explorer.ui.tab import NO_MODEL, PROFILE_ENV, USER_ERRORS, current, log, new_session, require, tab_event
 from explorer.ui.views import ExplorerState
 from explorer.viz import head_at, role_at
+from explorer.viz.colours import SCALES
 
 # Generate streams faster than a browser draws: a step takes ~0.1 s here, redrawing the figures
 # ~0.25 s. Were every step's figures sent, the page would fall ever further behind (30 s after
@@ -198,6 +199,14 @@ def on_image_format(st, value):
     return tab_views(st)
 
 
+@tab_event
+def on_colour_scale(st, value):
+    if st is None or st.session is None or value not in SCALES:
+        return gr.skip()
+    st.colour_scale = value
+    return tab_views(st)
+
+
 def opener(name: str):
     """The callback that opens tab ``name``: its figures are built now."""
 
@@ -315,7 +324,7 @@ def on_sandbox(st) -> Updates:
     st.keep("sandbox", proof.unmasked_pass(st.session, st.layer))
     return {
         "sandbox_info": insights.sandbox_summary(st),
-        "sandbox_plot": plot(insights.sandbox_figure(st), st.image_format, "sandbox"),
+        "sandbox_plot": plot(insights.sandbox_figure(st), st.image_format, "sandbox", st.colour_scale),
     }
 
 
@@ -325,7 +334,7 @@ def on_compare(st, progress=gr.Progress()) -> Updates:
     progress(0, desc="Rerunning with the cache on and off")
     st.comparison = st.session.compare_cache_modes()
     return {
-        "timing_plot": plot(views.timing_figure(st), st.image_format, "timing"),
+        "timing_plot": plot(views.timing_figure(st), st.image_format, "timing", st.colour_scale),
         "cache_info": views.cache_summary(st),
     }
 

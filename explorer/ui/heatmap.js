@@ -13,6 +13,7 @@
   const figureBox = element.querySelector(".attention-figure");
   const tip = element.querySelector(".attention-tip");
   const download = element.querySelector(".attention-download");
+  const rowTable = element.querySelector(".attention-table");
   const NS = "http://www.w3.org/2000/svg";
   const FONT = "'Open Sans', Arial, sans-serif";
   const COLORBAR_SPACE = 64; // the colour bar and its labels, right of the plot
@@ -20,6 +21,7 @@
   const QUERY_LABELS = 48;
   let zoom = null; // {r0, r1, c0, c1}: the rows and columns shown, or null for all
   let drawn = null; // what the last draw placed where, for the hover and the zoom
+  let textScale = 1; // 1, or larger in presenter mode
 
   const KINDS = { f4: Float32Array, f8: Float64Array };
 
@@ -139,6 +141,32 @@
     return [1, 2, 5, 10].map((m) => m * ten).find((s) => s >= raw);
   }
 
+  // Masked cells (NaN: the future) hatched over their colour, one path for all of them, so that
+  // they are told from a zero weight without relying on hue (explorer/viz/colours.py).
+  function hatchMasked(parts, grid, r0, r1, c0, c1, box) {
+    const cw = box.w / (c1 - c0),
+      rh = box.h / (r1 - r0);
+    let path = "";
+    for (let r = r0; r < r1; r++) {
+      let start = -1;
+      for (let c = c0; c <= c1; c++) {
+        const empty = c < c1 && Number.isNaN(grid.values[r * grid.cols + c]);
+        if (empty && start < 0) start = c;
+        if (!empty && start >= 0) {
+          const x = box.x + (start - c0) * cw,
+            y = box.y + (r - r0) * rh;
+          path += `M${x.toFixed(1)} ${y.toFixed(1)}h${((c - start) * cw).toFixed(1)}v${rh.toFixed(1)}h${(-(c - start) * cw).toFixed(1)}Z`;
+          start = -1;
+        }
+      }
+    }
+    if (!path) return;
+    const id = `hatch-${Math.random().toString(36).slice(2, 9)}`;
+    parts.push(`<pattern id="${id}" width="7" height="7" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">
+      <line x1="0" y1="0" x2="0" y2="7" stroke="#6e6e6e" stroke-width="1.2"/></pattern>`);
+    parts.push(`<path class="masked" d="${path}" fill="url(#${id})"/>`);
+  }
+
   function drawMain(parts, cells, figure, box) {
     const trace = figure.data[0],
       layout = figure.layout;
@@ -150,6 +178,7 @@
       yOf = (i) => box.y + (i - r0 + 0.5) * rh; // a cell's centre
     const rowEdge = (v) => box.y + (v + 0.5 - r0) * rh; // v in rows: -0.5 is the first row's top
     cells.push(place(paintCells(grid, trace, r0, r1, c0, c1, layout.plot_bgcolor || "#ffffff"), box));
+    hatchMasked(parts, grid, r0, r1, c0, c1, box);
     for (const shape of layout.shapes || []) {
       if (shape.xref !== "x") continue;
       const y0 = Math.max(box.y, rowEdge(shape.y0)),
@@ -158,7 +187,7 @@
       parts.push(`<rect x="${box.x}" y="${y0}" width="${box.w}" height="${y1 - y0}"
         fill="none" stroke="${shape.line.color}" stroke-width="${shape.line.width}"/>`);
     }
-    for (const [i, text] of ticks(trace.x, layout.xaxis, c0, c1, KEY_LABELS, cw, 14)) {
+    for (const [i, text] of ticks(trace.x, layout.xaxis, c0, c1, KEY_LABELS, cw, 14 * textScale)) {
       if (i < c0 || i >= c1) continue;
       const x = xOf(i),
         y = box.y + box.h;
@@ -166,7 +195,7 @@
       parts.push(`<g class="xtick"><text transform="translate(${x + 3},${y + 8}) rotate(${layout.xaxis.tickangle || 0})"
         text-anchor="end" dominant-baseline="middle">${text}</text></g>`);
     }
-    for (const [i, text] of ticks(trace.y, layout.yaxis, r0, r1, QUERY_LABELS, rh, 12)) {
+    for (const [i, text] of ticks(trace.y, layout.yaxis, r0, r1, QUERY_LABELS, rh, 12 * textScale)) {
       if (i < r0 || i >= r1) continue;
       const y = yOf(i);
       parts.push(`<line x1="${box.x - 5}" x2="${box.x}" y1="${y}" y2="${y}" stroke="#444"/>`);
@@ -176,11 +205,11 @@
     }
     const height = layout.height;
     parts.push(
-      textLines(layout.xaxis.title.text, box.x + box.w / 2, height - 8, 'text-anchor="middle" font-size="14"'),
+      textLines(layout.xaxis.title.text, box.x + box.w / 2, height - 8, `text-anchor="middle" font-size="${14 * textScale}"`),
     );
     const yTitle = box.y + box.h / 2;
     parts.push(
-      `<text transform="translate(16,${yTitle}) rotate(-90)" text-anchor="middle" font-size="14">${escapeText(layout.yaxis.title.text)}</text>`,
+      `<text transform="translate(${16 * textScale},${yTitle}) rotate(-90)" text-anchor="middle" font-size="${14 * textScale}">${escapeText(layout.yaxis.title.text)}</text>`,
     );
     return { grid, trace, r0, r1, c0, c1, cw, rh, box };
   }
@@ -247,6 +276,48 @@
     }
   }
 
+  // The figure's height: the server's (rows tall enough for their labels), or less where the
+  // heatmap starts on the first screen and would reach below it (a projector at 1280x720: the
+  // Step button, the strip and the heatmap stay in sight together). Further down the page (a
+  // phone), it keeps its height: it is scrolled to anyway.
+  const FEWEST_PIXELS = 260;
+  const PRESENTER_SCALE = 1.4;
+  function fittedHeight(wanted) {
+    const top = figureBox.getBoundingClientRect().top + window.scrollY;
+    const room = window.innerHeight - top - 12;
+    return room >= FEWEST_PIXELS ? Math.min(wanted, room) : wanted;
+  }
+
+  // The row a screen reader is told about and the table shows: the outlined query, else the last.
+  function selectedRow(figure) {
+    const trace = figure.data[0],
+      grid = decode(trace.z);
+    const outline = (figure.layout.shapes || []).find((s) => s.name === "selected query");
+    const r = outline ? Math.round(outline.y0 + 0.5) : grid.rows - 1;
+    const weights = Array.from(grid.values.subarray(r * grid.cols, (r + 1) * grid.cols));
+    const keys = weights.map((w, c) => ({ key: trace.x[c], w })).filter((k) => !Number.isNaN(k.w));
+    const strongest = [...keys].sort((a, b) => b.w - a.w).slice(0, 3);
+    return { query: trace.y[r], keys, strongest };
+  }
+
+  function describe(figure, title) {
+    const { query, strongest } = selectedRow(figure);
+    const top = strongest.map((k) => `${k.key} (${k.w.toFixed(2)})`).join(", ");
+    return `${title}. Row ${query} reads most: ${top}.`;
+  }
+
+  // The table is built only while it is open (a long text has a thousand keys a row).
+  function fillTable() {
+    const figure = props.value;
+    if (!rowTable.open || !figure || !figure.data) return;
+    const { query, keys } = selectedRow(figure);
+    const rows = keys.map((k) => `<tr><td>${escapeText(k.key)}</td><td class="weight">${k.w.toFixed(4)}</td></tr>`);
+    rowTable.querySelector(".attention-rows").innerHTML = `<table><caption>Row ${escapeText(query)}: its weight on each key
+      it may read</caption><thead><tr><th scope="col">key</th><th scope="col">weight</th></tr></thead>
+      <tbody>${rows.join("")}</tbody></table>`;
+  }
+  rowTable.addEventListener("toggle", fillTable);
+
   function draw() {
     const figure = props.value;
     const width = figureBox.clientWidth;
@@ -256,9 +327,15 @@
       return;
     }
     const started = performance.now();
-    const layout = figure.layout,
-      m = layout.margin,
-      height = layout.height;
+    // Presenter mode (a class on the body): larger text, and margins and height to hold it.
+    const big = document.body.classList.contains("presenter") ? PRESENTER_SCALE : 1;
+    const wanted = figure.layout,
+      m = { ...wanted.margin, l: wanted.margin.l * big, b: wanted.margin.b * big, t: wanted.margin.t * big };
+    const heading = { ...wanted.title, font: { ...wanted.title.font, size: (wanted.title.font?.size || 14) * big } };
+    const height = fittedHeight(wanted.height * big + (big - 1) * 60);
+    textScale = big;
+    const layout = { ...wanted, margin: m, title: heading, height },
+      shown = { ...figure, layout };
     const plot = { x: m.l, y: m.t, w: width - m.l - m.r - COLORBAR_SPACE, h: height - m.t - m.b };
     const domain = layout.xaxis.domain || [0, 1];
     const mainBox = { x: plot.x + domain[0] * plot.w, y: plot.y, w: (domain[1] - domain[0]) * plot.w, h: plot.h };
@@ -274,20 +351,22 @@
     parts.push(
       textLines(lines, width * (layout.title.x ?? 0.01), lines.includes("<br>") ? 14 : 22, `font-size="${size}"`),
     );
-    const main = drawMain(parts, cells, figure, mainBox);
+    const main = drawMain(parts, cells, shown, mainBox);
     let overview = null;
     if (figure.data[1]) {
       const [a, b] = layout.xaxis2.domain,
         [c, d] = layout.yaxis2.domain;
       const box = { x: plot.x + a * plot.w, w: (b - a) * plot.w, y: plot.y + (1 - d) * plot.h, h: (d - c) * plot.h };
-      overview = drawOverview(parts, cells, figure, box);
+      overview = drawOverview(parts, cells, shown, box);
     }
     drawColorbar(parts, figure.data[0], plot.x + plot.w + 16, plot.y + 12, plot.h - 12);
     // The cells' canvases under one SVG of text and outlines.
     figureBox.style.height = `${height}px`;
-    const svg = `<svg xmlns="${NS}" width="${width}" height="${height}" role="img" aria-label="${escapeText(title).replace(/"/g, "&quot;")}"`;
-    figureBox.innerHTML = `${svg} font-family="${FONT}" font-size="12" fill="#2a3f5f">${parts.join("")}</svg>`;
+    const label = describe(figure, title);
+    const svg = `<svg xmlns="${NS}" width="${width}" height="${height}" role="img" aria-label="${escapeText(label).replace(/"/g, "&quot;")}"`;
+    figureBox.innerHTML = `${svg} font-family="${FONT}" font-size="${12 * big}" fill="#2a3f5f">${parts.join("")}</svg>`;
     figureBox.prepend(...cells);
+    fillTable();
     drawn = { main, overview };
     // What the tests and bench/bench_ui.py read: the figure shown, and when it was drawn.
     figureBox.data = figure.data;
@@ -318,7 +397,7 @@
       const c = Math.min(main.c1 - 1, main.c0 + Math.floor((x - main.box.x) / main.cw));
       const z = main.grid.values[r * main.grid.cols + c];
       const text = Number.isNaN(z)
-        ? null
+        ? `query ${main.trace.y[r]}<br>key ${main.trace.x[c]}<br>masked: a later token`
         : fill(main.trace.hovertemplate, { x: main.trace.x[c], y: main.trace.y[r], z });
       return { x, y, r, c, text, query: position(main.trace.y[r]) };
     }
@@ -461,5 +540,6 @@
     draw();
   });
   new ResizeObserver(() => draw()).observe(figureBox);
+  window.addEventListener("resize", () => draw());
   draw();
 })();

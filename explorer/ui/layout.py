@@ -8,6 +8,7 @@ their updates keyed by these names; ``explorer.ui.app`` wires the names to the c
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ from explorer.ui import model_store, texts, views
 from explorer.ui.experiment_views import METHOD_CHOICES
 from explorer.ui.heatmap import attention_heatmap_view
 from explorer.ui.views import MEAN
+from explorer.viz import colours
 
 BROWSER_KEY = "decoder-explorer-session"
 
@@ -41,6 +43,15 @@ TRANSLATOR_EXAMPLES = [
 ]
 
 CSS = """
+#intro h2 { display: inline; margin: 0 14px 0 0; }  /* the title and the one line after it share a line */
+#intro p { display: inline; margin: 0; }
+#kv-cache label span { white-space: nowrap; }
+/* Presenter mode (Display): the theme's text sizes, larger, for the back row of a classroom. */
+body.presenter { --text-xxs: 13px; --text-xs: 15px; --text-sm: 17px; --text-md: 21px; --text-lg: 24px;
+  --text-xl: 30px; --text-xxl: 36px; --block-label-text-size: 17px; --block-title-text-size: 19px;
+  --body-text-size: 21px; --input-text-size: 21px; --button-large-text-size: 22px; --button-medium-text-size: 20px;
+  --section-header-text-size: 20px; }
+body.presenter #token-strip .token, body.presenter #candidates table { font-size: 21px; }
 #token-strip .textfield { line-height: 2.1; max-height: 10.5em; overflow-y: auto; }  /* 5 lines, then it scrolls */
 #candidates table { font-family: ui-monospace, monospace; }
 .explain { font-size: 0.92em; color: var(--body-text-color-subdued); }
@@ -119,6 +130,92 @@ SHORTCUTS = """
 }
 """
 
+# Presenter mode on or off: the body's class (CSS above); a resize event redraws the heatmaps
+# (explorer/ui/heatmap.js enlarges their text while the class is set).
+PRESENTER_SCRIPT = """
+(on) => { document.body.classList.toggle('presenter', on); window.dispatchEvent(new Event('resize')); return []; }
+"""
+
+
+def theme() -> gr.themes.Base:
+    """Gradio's Soft theme with text dark enough to read (WCAG AA, 4.5:1; checked with axe-core in
+    tests/browser/test_accessibility.py): its labels, buttons and quiet text were 2.4-3.6:1."""
+    return gr.themes.Soft().set(
+        block_label_text_color="*primary_700", block_title_text_color="*primary_700",
+        body_text_color_subdued="*neutral_600", link_text_color="*primary_700",
+        button_primary_background_fill="*primary_600", button_primary_background_fill_hover="*primary_700",
+        button_primary_text_color="white", checkbox_label_background_fill_selected="*primary_600",
+        checkbox_label_background_fill_selected_dark="*primary_600",
+    )  # fmt: skip
+
+
+# Images that take clicks are buttons in Gradio, named by nothing (an image without alt text):
+# what a screen reader says for each.
+BUTTON_NAMES = {
+    "all-heads": "Every head of this layer: click one to open it",
+    "head-roles": "Every head of the model by role: click one to open it",
+}
+
+# Names for a screen reader that Gradio's components leave out or get wrong, set again whenever
+# the page changes (a rAF after the last change): Plotly's figures get their title and a
+# heatmap's strongest cell (the attention heatmaps describe themselves, explorer/ui/heatmap.js);
+# images that take clicks and the file drop zone get a name that matches what they show.
+LABEL_FIGURES = """
+() => {
+  const kinds = {f8: Float64Array, f4: Float32Array};
+  const grid = z => {  // {values, cols}: z as the server sends it (a typed array in base64) or as rows
+    if (!z) return null;
+    if (!z.bdata) return {values: Array.from(z).flatMap(r => Array.from(r)), cols: z[0] ? z[0].length : 0};
+    if (!kinds[z.dtype]) return null;
+    const text = atob(z.bdata), bytes = new Uint8Array(text.length);
+    for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+    return {values: new kinds[z.dtype](bytes.buffer), cols: +String(z.shape).split(',')[1]};
+  };
+  const strongest = trace => {
+    const g = grid(trace.z);
+    if (!g || !g.cols) return '';
+    let best = null;
+    g.values.forEach((v, i) => {
+      if (v !== null && !Number.isNaN(v) && (!best || v > best.v)) best = {v, r: Math.floor(i / g.cols), c: i % g.cols};
+    });
+    if (!best) return '';
+    const x = trace.x ? trace.x[best.c] : best.c, y = trace.y ? trace.y[best.r] : best.r;
+    return ` Strongest cell: ${y}, ${x} (${(+best.v).toFixed(2)}).`;
+  };
+  const names = BUTTON_NAMES;
+  const label = () => {
+    for (const [id, name] of Object.entries(names)) {
+      const button = document.querySelector(`#${id} button:not([aria-label])`);
+      if (button) button.setAttribute('aria-label', name);
+    }
+    // An empty gr.Plot is a div named "empty value" with no role (not allowed a name): an image.
+    for (const empty of document.querySelectorAll('.empty[aria-label]:not([role])')) empty.setAttribute('role', 'img');
+    // The drop zone is named "Click to upload or drop files" but shows other words: its own.
+    for (const zone of document.querySelectorAll('button.upload-container')) {
+      const shown = zone.innerText.replace(/\\s+/g, ' ').trim();
+      if (shown && zone.getAttribute('aria-label') !== shown) zone.setAttribute('aria-label', shown);
+    }
+    for (const g of document.querySelectorAll('.js-plotly-plot')) {
+      if (!g.data || g._labelled === g.data) continue;
+      const title = (g.layout && g.layout.title && (g.layout.title.text || g.layout.title)) || 'A chart';
+      const heat = g.data.find(t => t.type === 'heatmap');
+      g.setAttribute('role', 'figure');
+      g.setAttribute('aria-label', String(title).replace(/<br>/g, ' ') + (heat ? strongest(heat) : ''));
+      g._labelled = g.data;
+    }
+  };
+  let queued = false;
+  new MutationObserver(() => {
+    if (queued) return;
+    queued = true;
+    requestAnimationFrame(() => { queued = false; label(); });
+  }).observe(document.body, {childList: true, subtree: true});
+  label();
+}
+"""
+
+LABEL_FIGURES = LABEL_FIGURES.replace("BUTTON_NAMES", json.dumps(BUTTON_NAMES))
+
 # What the page runs once it has loaded (gr.Blocks.launch's js): the strip's tokens, and which
 # one is the query (the strip gives it the query's colour; -1 when none is picked), for both.
 PAGE_SCRIPT = f"""
@@ -127,6 +224,7 @@ PAGE_SCRIPT = f"""
   const queryIndex = all => all.findIndex(t => t.style.backgroundColor.includes('{_rgb(views.STRIP_COLORS["query"])}'));
   ({FOLLOW_TOKENS.strip()})(tokens, queryIndex);
   ({SHORTCUTS.strip()})(tokens, queryIndex);
+  ({LABEL_FIGURES.strip()})();
 }}
 """
 
@@ -159,6 +257,8 @@ class Page:
     seed: gr.Number
     # save and share
     image_format: gr.Radio
+    presenter: gr.Checkbox
+    colour_scale: gr.Radio
     save_button: gr.Button
     saved_file: gr.File
     export_html_button: gr.Button
@@ -275,53 +375,65 @@ def example_picker(examples: list[str], label: str, text: gr.Textbox) -> None:
 
 
 def build_page(browser_secret: str) -> Page:
-    """Lay out the page (inside a gr.Blocks); returns its components."""
+    """Lay out the page (inside a gr.Blocks); returns its components.
+
+    Made for a projector: the model, the text and the buttons on one row; under it the tokens and
+    the candidates on the left and the views on the right, so that after a Step the button, the
+    strip, the candidates and the heatmap are all in sight at 1280x720 (tests/browser/test_teaching.py).
+    The settings follow the candidates, below the fold. On a phone everything stacks in that order.
+    """
     made: dict = {
         "state": gr.State(None),
         # This tab's session as the browser keeps it (localStorage), so that a reload or a server
         # restart (a Space sleeps and wakes) brings it back: the tokens are replayed through the model.
         "kept": gr.BrowserState(None, storage_key=BROWSER_KEY, secret=browser_secret),
     }
-    gr.Markdown(texts.INTRO)
-    with gr.Row(equal_height=False):
+    gr.Markdown(texts.INTRO, elem_id="intro")
+    with gr.Row(equal_height=False, elem_id="top-row"):
+        with gr.Column(scale=2, min_width=240):
+            made |= model_choice()
+        with gr.Column(scale=4, min_width=300):
+            made["text"] = gr.Textbox(
+                label="Prompt", value=os.environ.get(TEXT_ENV) or DECODER_EXAMPLES[0], lines=2, max_lines=12,
+                elem_id="prompt",
+            )  # fmt: skip
+        with gr.Column(scale=3, min_width=280):
+            made |= buttons()
+    with gr.Row(equal_height=False, elem_id="workbench"):
         with gr.Column(scale=2, min_width=300):
-            made |= controls()
-        with gr.Column(scale=3, min_width=300):
             made |= session_panel()
-    made |= view_choice()
-    # Tabs that do not fit the width wrap onto another row (a "…" menu would hide them).
-    with gr.Tabs(elem_id="views", overflow_behavior="wrap") as tabs:
-        made["tabs"] = tabs
-        made |= attention_tabs()
-        made |= model_tabs()
+            made |= settings(made["text"])
+        with gr.Column(scale=3, min_width=300):
+            made |= view_choice()
+            # Tabs that do not fit the width wrap onto another row (a "…" menu would hide them).
+            with gr.Tabs(elem_id="views", overflow_behavior="wrap") as tabs:
+                made["tabs"] = tabs
+                made |= attention_tabs()
+                made |= model_tabs()
     return Page(**made)
 
 
-def controls() -> dict:
-    """The left column: the model, the text, the buttons, the settings, save and share."""
-    made = {
+def model_choice() -> dict:
+    return {
         "model": gr.Dropdown(
-            choices=model_store.dropdown_choices(), value=model_store.default_model_name(), label="Model",
+            choices=model_store.dropdown_choices(),
+            value=model_store.default_model_name(),
+            label="Model",
             elem_id="model",
-        ),
-        "custom_model": gr.Textbox(
-            label="Another model (local folder or Hub id)", visible=model_store.custom_models_allowed(),
-            elem_id="custom-model", placeholder="owner/name or a folder the operator allows",
-        ),
-        "model_info": gr.Markdown(elem_classes="explain", elem_id="model-info"),
-        "text": gr.Textbox(
-            label="Prompt", value=os.environ.get(TEXT_ENV) or DECODER_EXAMPLES[0], lines=3, max_lines=12,
-            elem_id="prompt",
-        ),
-    }  # fmt: skip
+        )
+    }
+
+
+def settings(text: gr.Textbox) -> dict:
+    """Below the candidates: the examples, the generation settings, save and share, the display,
+    another model (where the operator allows it) and the model's description."""
+    made = {}
     with gr.Column(visible=True) as made["decoder_examples"]:
-        example_picker(DECODER_EXAMPLES, "Examples", made["text"])
+        example_picker(DECODER_EXAMPLES, "Examples", text)
     with gr.Column(visible=False) as made["translator_examples"]:
-        example_picker(TRANSLATOR_EXAMPLES, "Example sentences", made["text"])
+        example_picker(TRANSLATOR_EXAMPLES, "Example sentences", text)
     made["chat"] = gr.Checkbox(label="Use the chat template", value=False, elem_id="chat")
-    made |= buttons()
     made["max_new"] = gr.Slider(1, 256, value=40, step=1, label="Generate at most this many tokens", elem_id="max-new")
-    made["use_cache"] = gr.Checkbox(label="KV cache", value=True, elem_id="kv-cache")
     with gr.Accordion("Sampling", open=False):
         made["temperature"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
         made["top_k"] = gr.Slider(0, 200, value=0, step=1, label="Top-k (0 = off)")
@@ -329,6 +441,13 @@ def controls() -> dict:
         made["seed"] = gr.Number(value=0, precision=0, label="Seed")
     with gr.Accordion("Save and share", open=False, elem_id="share"):
         made |= save_and_share()
+    with gr.Accordion("Display", open=False, elem_id="display"):
+        made |= display()
+    made["custom_model"] = gr.Textbox(
+        label="Another model (local folder or Hub id)", visible=model_store.custom_models_allowed(),
+        elem_id="custom-model", placeholder="owner/name or a folder the operator allows",
+    )  # fmt: skip
+    made["model_info"] = gr.Markdown(elem_classes="explain", elem_id="model-info")
     return made
 
 
@@ -344,7 +463,19 @@ def buttons() -> dict:
     with gr.Row():
         made["undo_button"] = gr.Button("Undo", elem_id="undo", min_width=70, interactive=False)
         made["reset_button"] = gr.Button("Reset", elem_id="reset", min_width=70, interactive=False)
+        made["use_cache"] = gr.Checkbox(label="KV cache", value=True, elem_id="kv-cache", min_width=110)
     return made
+
+
+def display() -> dict:
+    return {
+        "presenter": gr.Checkbox(
+            label="Presenter mode: larger text and figures for the back row", value=False, elem_id="presenter"
+        ),
+        "colour_scale": gr.Radio(
+            colours.CHOICES, value=colours.DEFAULT_SCALE, label="Attention colours", elem_id="colour-scale"
+        ),
+    }
 
 
 def save_and_share() -> dict:
@@ -378,12 +509,12 @@ def session_panel() -> dict:
             show_legend=True, show_inline_category=False, elem_id="token-strip",
         ),
     }  # fmt: skip
-    gr.Markdown(texts.CANDIDATES, elem_classes="explain")
     made["candidates"] = gr.Dataframe(
         headers=["", "candidate", "probability", ""], datatype="str", interactive=False, elem_id="candidates",
-        label="Next-token candidates", max_height=420,
+        label="Next-token candidates", max_height=260,  # it scrolls: the heatmap beside it stays in sight
         column_widths=["9%", "29%", "32%", "30%"],  # room for the longest bar (20 blocks)
     )  # fmt: skip
+    gr.Markdown(texts.CANDIDATES, elem_classes="explain")
     return made
 
 
@@ -398,13 +529,10 @@ def view_choice() -> dict:
         }
 
 
-def figure_beside_text(plot: gr.Component, explanation: str, text_scale: int = 1) -> gr.Component:
-    """A figure with its explanation to the right (below it on a phone)."""
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=3, min_width=300):
-            plot.render()
-        with gr.Column(scale=text_scale, min_width=240):
-            gr.Markdown(explanation, elem_classes="explain")
+def figure_beside_text(plot: gr.Component, explanation: str) -> gr.Component:
+    """A figure with its explanation under it (the views' column has room for the figure only)."""
+    plot.render()
+    gr.Markdown(explanation, elem_classes="explain")
     return plot
 
 

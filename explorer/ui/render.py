@@ -16,6 +16,7 @@ from explorer.session import InputError
 from explorer.ui import experiment_views, insights, model_store, views
 from explorer.ui.layout import SESSION_BUTTONS
 from explorer.ui.views import MEAN, ExplorerState
+from explorer.viz.colours import DEFAULT_SCALE, recoloured
 from explorer.viz.figure_json import figure_json
 
 Updates = dict[str, object]
@@ -44,23 +45,26 @@ MODEL_VIEWS = (
 )  # fmt: skip
 
 
-def with_download(figure: dict, image_format: str, name: str) -> dict:
-    """The figure with its config: what its download button saves (Plotly's camera button, in the
-    bar shown on hover, and the heatmap component's own button read the same setting)."""
+def with_download(figure: dict, image_format: str, name: str, scale: str = DEFAULT_SCALE) -> dict:
+    """The figure in the page's colour scale, with its config: what its download button saves
+    (Plotly's camera button, in the bar shown on hover, and the heatmap component's own button
+    read the same setting)."""
     download = {"format": image_format, "filename": f"decoder-explorer-{name}"}
-    return {**figure, "config": {"displaylogo": False, "toImageButtonOptions": download}}
+    return {**recoloured(figure, scale), "config": {"displaylogo": False, "toImageButtonOptions": download}}
 
 
-def plot(figure: dict | None, image_format: str = "png", name: str = "figure") -> PlotData | None:
+def plot(
+    figure: dict | None, image_format: str = "png", name: str = "figure", scale: str = DEFAULT_SCALE
+) -> PlotData | None:
     """A figure dict straight to gr.Plot's payload (given a go.Figure, Gradio would validate it first)."""
     if figure is None:
         return None
-    return PlotData(type="plotly", plot=figure_json(with_download(figure, image_format, name)))
+    return PlotData(type="plotly", plot=figure_json(with_download(figure, image_format, name, scale)))
 
 
-def heatmap(figure: dict | None, image_format: str, name: str) -> dict | None:
+def heatmap(figure: dict | None, image_format: str, name: str, scale: str = DEFAULT_SCALE) -> dict | None:
     """A figure dict as the heatmap component's value (explorer/ui/heatmap.py draws it)."""
-    return None if figure is None else with_download(figure, image_format, name)
+    return None if figure is None else with_download(figure, image_format, name, scale)
 
 
 def render(st: ExplorerState, *, full: bool = False, with_figures: bool = True) -> Updates:
@@ -106,7 +110,7 @@ def tab_figures(st: ExplorerState) -> Updates:
 
 
 def _figure(st: ExplorerState, figure: dict | None, name: str) -> PlotData | None:
-    return plot(figure, st.image_format, name)
+    return plot(figure, st.image_format, name, st.colour_scale)
 
 
 def self_tab(st: ExplorerState) -> Updates:
@@ -115,13 +119,15 @@ def self_tab(st: ExplorerState) -> Updates:
 
 def self_heatmap(st: ExplorerState) -> dict:
     """The self-attention heatmap's value (drawn by the page's own component, explorer/ui/heatmap.py)."""
-    return heatmap(views.self_attention_figure(st), st.image_format, "self-attention")
+    return heatmap(views.self_attention_figure(st), st.image_format, "self-attention", st.colour_scale)
 
 
 def cross_tab(st: ExplorerState) -> Updates:
     return {
-        "cross_plot": heatmap(views.cross_attention_figure(st), st.image_format, "cross-attention"),
-        "encoder_plot": heatmap(views.encoder_attention_figure(st), st.image_format, "encoder-attention"),
+        "cross_plot": heatmap(views.cross_attention_figure(st), st.image_format, "cross-attention", st.colour_scale),
+        "encoder_plot": heatmap(
+            views.encoder_attention_figure(st), st.image_format, "encoder-attention", st.colour_scale
+        ),
     }
 
 

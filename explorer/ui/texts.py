@@ -2,13 +2,12 @@
 
 LOADING = "**Loading the model…** Step and Generate come on when it is ready."
 
-INTRO = """# Decoder Explorer
-Type a prompt, press **Step**, and watch a real transformer choose the next token: which
-earlier tokens every layer and head reads, how sure it is, and what the KV cache changes.
-Keys (outside a text box): **s** Step, **u** Undo, **←** **→** move the query one token."""
+INTRO = """## Decoder Explorer
+Press **Step** and watch a real transformer choose the next token. Keys: **s** Step,
+**u** Undo, **←** **→** move the query."""
 
 SELF_ATTENTION = """**Masked self-attention.** Row *i* is the token at position *i* asking "which
-earlier tokens matter to me?"; each row's weights sum to 1. The grey triangle is the
+earlier tokens matter to me?"; each row's weights sum to 1. The hatched triangle is the
 **causal mask**: before the softmax, the scores of later tokens are set to −∞, so they get
 exactly zero weight. That is why generating one token at a time gives the same result as
 training on the whole text at once. Click a token in the strip to outline its row."""

@@ -15,6 +15,7 @@ from explorer.tokens import visible
 from explorer.ui import model_store
 from explorer.ui.images import png_file
 from explorer.viz import attention_heatmap, head_grid, layer_profile_heatmap, timing_chart
+from explorer.viz.colours import DEFAULT_SCALE
 from explorer.viz.labels import TOKEN_COLORS
 from explorer.viz.window import query_window, with_overview
 
@@ -39,6 +40,7 @@ class ExplorerState:
     stopped_at: int | None = None  # the token count at which Stop ended a Generate
     placed_text: str | None = None  # the text the explorer last put in the box (not typed by the user)
     image_format: str = "png"  # what the figures' camera button downloads: "png" or "svg"
+    colour_scale: str = DEFAULT_SCALE  # the attention weights' colours (explorer.viz.colours)
     switched_off: SwitchedOff = field(default_factory=SwitchedOff)  # heads and sublayers to switch off
     patching: PatchingResult | None = None  # the last patching sweep (of its own two texts, not the session's)
     # Results computed on request (the causal proof, the sandbox, head roles), each with the
@@ -205,7 +207,8 @@ def encoder_attention_figure(state: ExplorerState):
 def heads_image(state: ExplorerState) -> str:
     """Every head of the layer in one image, as a PNG file's path (``viz.head_at`` reads a click on it)."""
     attention = state.session.self_attention(state.layer)
-    return png_file(head_grid(attention, causal=True, switched_off=state.switched_off.heads_of(state.layer)))
+    switched_off = state.switched_off.heads_of(state.layer)
+    return png_file(head_grid(attention, causal=True, switched_off=switched_off, scale=state.colour_scale))
 
 
 def every_layer_figure(state: ExplorerState):

@@ -14,11 +14,12 @@ import math
 
 import numpy as np
 
+from .colours import DEFAULT_SCALE, SCALES
 from .figure_json import Figure, typed_array
 from .labels import position_labels
 
-ATTENTION_COLORS = [[0.0, "#ffffff"], [0.15, "#c6dbef"], [0.5, "#4292c6"], [1.0, "#08306b"]]
-MASK_COLOR = "#bdbdbd"
+ATTENTION_COLORS = SCALES[DEFAULT_SCALE].stops  # explorer.viz.colours.recoloured swaps it for another
+MASK_COLOR = SCALES[DEFAULT_SCALE].mask
 HIGHLIGHT_COLOR = "#e6550d"
 HOVER = "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"
 COLORBAR = {"title": {"text": "weight"}, "thickness": 12}

@@ -12,12 +12,14 @@ import numpy as np
 
 from .thumbnails import cross_out
 
+# Okabe and Ito's palette, told apart with the common colour-vision deficiencies; each square
+# also carries its role's letter, so no role depends on colour alone.
 ROLE_COLORS = {
-    "previous token": (230, 85, 13),
-    "first token": (107, 174, 214),
-    "self": (49, 163, 84),
-    "induction": (117, 107, 177),
-    "alignment": (214, 39, 40),
+    "previous token": (213, 94, 0),  # vermillion
+    "first token": (86, 180, 233),  # sky blue
+    "self": (0, 158, 115),  # bluish green
+    "induction": (204, 121, 167),  # reddish purple
+    "alignment": (0, 114, 178),  # blue
     "": (224, 224, 224),
 }
 ROLE_LETTERS = {"previous token": "P", "first token": "F", "self": "S", "induction": "I", "alignment": "A", "": ""}
@@ -56,10 +58,16 @@ def role_grid(
             if (i, h) in switched_off:
                 cross_out(draw, x, y, SQUARE)
             if ROLE_LETTERS[tag]:
-                draw.text((x + 9, y + 7), ROLE_LETTERS[tag], fill=(255, 255, 255) if weight > 0.6 else (40, 40, 40))
+                draw.text((x + 9, y + 7), ROLE_LETTERS[tag], fill=letter_colour(fill))
             if selected == (i, h):
                 draw.rectangle((x - 1, y - 1, x + SQUARE, y + SQUARE), outline=(0, 0, 0), width=2)
     return image
+
+
+def letter_colour(fill: tuple[int, int, int]) -> tuple[int, int, int]:
+    """White on a dark square, near-black on a light one (by the square's luminance)."""
+    luminance = 0.2126 * fill[0] + 0.7152 * fill[1] + 0.0722 * fill[2]
+    return (255, 255, 255) if luminance < 140 else (20, 20, 20)
 
 
 def role_at(x: float, y: float, layers: int, heads: int) -> tuple[int, int] | None:

@@ -7,9 +7,10 @@ from collections.abc import Iterable
 
 import numpy as np
 
-MASK_RGB = np.array([189, 189, 189], dtype=np.float32)
-LOW_RGB = np.array([255, 255, 255], dtype=np.float32)
-HIGH_RGB = np.array([8, 48, 107], dtype=np.float32)
+from .colours import DEFAULT_SCALE, SCALES, colour_table, rgb
+
+HATCH_RGB = (110, 110, 110)  # every HATCH_EVERY-th diagonal of a masked area
+HATCH_EVERY = 5
 GRID_COLUMNS = 5
 CELL = 120  # thumbnail side, pixels
 GAP = 8
@@ -17,10 +18,13 @@ LABEL = 18  # height of the "head h" line above each thumbnail
 OFF_RGB = (203, 24, 29)  # switched-off heads
 
 
-def head_thumbnails(attention: np.ndarray, causal: bool, size: int = CELL, gamma: float = 0.5) -> list[np.ndarray]:
+def head_thumbnails(
+    attention: np.ndarray, causal: bool, size: int = CELL, gamma: float = 0.5, scale: str = DEFAULT_SCALE
+) -> list[np.ndarray]:
     """(heads, queries, keys) -> one (size, size, 3) uint8 image per head.
 
-    A square gamma makes small weights visible; masked future cells are grey.
+    A square gamma makes small weights visible; masked future cells take the scale's mask colour,
+    hatched (explorer.viz.colours: told from a zero weight without relying on hue).
     """
     _, n_q, n_k = attention.shape  # (heads, queries, keys)
     # Nearest-neighbour resize to exactly size x size: sample the cells first, then colour only
@@ -29,12 +33,26 @@ def head_thumbnails(attention: np.ndarray, causal: bool, size: int = CELL, gamma
     cols = (np.arange(size) * n_k // size)[None, :]  # (1, size) key of each pixel column
     masked = cols > rows + (n_k - n_q) if causal else np.zeros((size, size), bool)  # (size, size)
     w = np.clip(attention[:, rows, cols], 0.0, 1.0) ** gamma  # (heads, size, size): every head at once
-    rgb = LOW_RGB + (HIGH_RGB - LOW_RGB) * w[..., None]  # (heads, size, size, 3)
-    rgb[:, masked] = MASK_RGB
-    return list(rgb.astype(np.uint8))
+    image = colour_table(scale)[np.rint(w * 255).astype(np.intp)]  # (heads, size, size, 3)
+    image[:, masked] = rgb(SCALES[scale].mask)
+    image[:, masked & hatch_lines(size)] = HATCH_RGB
+    return list(image)
 
 
-def head_grid(attention: np.ndarray, causal: bool, columns: int = GRID_COLUMNS, switched_off: Iterable[int] = ()):
+@functools.lru_cache(maxsize=4)
+def hatch_lines(size: int) -> np.ndarray:
+    """(size, size) True on every HATCH_EVERY-th diagonal (bottom left to top right)."""
+    pixel = np.arange(size)
+    return (pixel[:, None] + pixel[None, :]) % HATCH_EVERY == 0
+
+
+def head_grid(
+    attention: np.ndarray,
+    causal: bool,
+    columns: int = GRID_COLUMNS,
+    switched_off: Iterable[int] = (),
+    scale: str = DEFAULT_SCALE,
+):
     """Every head's thumbnail in one image, labelled "head h", in rows of ``columns``; the heads in
     ``switched_off`` crossed out in red and labelled so.
 
@@ -43,7 +61,7 @@ def head_grid(attention: np.ndarray, causal: bool, columns: int = GRID_COLUMNS, 
     """
     from PIL import Image, ImageDraw
 
-    thumbs = head_thumbnails(attention, causal)
+    thumbs = head_thumbnails(attention, causal, scale=scale)
     grid = _labelled_grid(len(thumbs), columns).copy()
     for h, thumb in enumerate(thumbs):
         x, y = (h % columns) * (CELL + GAP), (h // columns) * (CELL + GAP + LABEL)

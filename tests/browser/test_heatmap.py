@@ -77,6 +77,12 @@ def test_the_pixels_are_the_weights(page):
         assert darkness[row, strongest] == darkness[row, : row + 1].max(), row  # darkest where the weight peaks
     label = page.get_attribute("#self-attention .attention-figure svg", "aria-label")  # for a screen reader
     assert label.startswith(f"Causal self-attention, layer {LAYER}, head {HEAD}"), label
+    strongest = int(weights[n - 1].argmax())  # the newest token is the query
+    assert f"Row {n - 1} " in label and f"reads most: {strongest} " in label, label
+    page.click("#self-attention .attention-table summary")  # the row as a table
+    cells = "#self-attention .attention-rows td.weight"
+    table = page.eval_on_selector_all(cells, "els => els.map(e => +e.textContent)")
+    assert np.allclose(table, weights[n - 1], atol=5e-5)
     shot(page, "heatmap-head")
 
 
