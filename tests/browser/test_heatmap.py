@@ -81,6 +81,7 @@ def test_the_pixels_are_the_weights(page):
     assert f"Row {n - 1} " in label and f"reads most: {strongest} " in label, label
     page.click("#self-attention .attention-table summary")  # the row as a table
     cells = "#self-attention .attention-rows td.weight"
+    page.wait_for_function("([sel, n]) => document.querySelectorAll(sel).length === n", arg=[cells, n])
     table = page.eval_on_selector_all(cells, "els => els.map(e => +e.textContent)")
     assert np.allclose(table, weights[n - 1], atol=5e-5)
     shot(page, "heatmap-head")
