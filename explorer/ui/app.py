@@ -20,7 +20,7 @@ import gradio as gr
 
 from explorer.analysis import snapshot
 from explorer.batching import MAX_BATCH
-from explorer.ui import api, events, lifecycle
+from explorer.ui import api, events, lesson_events, lifecycle
 from explorer.ui.layout import (
     CSS,
     DECODER_EXAMPLES,
@@ -33,6 +33,7 @@ from explorer.ui.layout import (
     build_page,
     theme,
 )
+from explorer.ui.lesson_events import LESSON_VIEWS
 from explorer.ui.render import FIGURES, MODEL_VIEWS, SESSION_VIEWS, STEP_VIEWS
 from explorer.ui.tab import PROFILE_ENV, log, release_closed_tab
 
@@ -114,7 +115,10 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     restored = {*everything, *settings, page.tabs}
     figures = p(*FIGURES)
 
-    demo.load(on(page, lifecycle.on_load), [page.model, *settings, page.kept], restored)
+    lesson_shown = {*restored, *p(*LESSON_VIEWS)}
+    loaded = [page.model, *settings, page.kept, page.lessons_done]
+    demo.load(on(page, lesson_events.on_page_load), loaded, lesson_shown)
+    wire_lessons(page, lesson_shown)
     demo.unload(release_closed_tab)
     # A step changes the step views, and the session views when the text changed (a new session).
     stepped = {*p(*STEP_VIEWS), *p(*SESSION_VIEWS)}
@@ -193,6 +197,15 @@ def wire_switching_off(page: Page, figures: list) -> None:
     page.clear_ablation_button.click(on(page, events.on_clear_ablation), [page.state, page.ablation_method], shown)
     tested = [page.tabs, page.switched_off, *figures]  # the result opens on the Switch heads off tab
     page.test_head_button.click(on(page, events.on_test_head), [page.state, page.ablation_method], tested)
+
+
+def wire_lessons(page: Page, shown: set) -> None:
+    """The Lessons panel: a lesson or the next step sets up everything on screen; Check answers."""
+    done, p = page.lessons_done, page.pick
+    page.lesson.input(on(page, lesson_events.on_lesson), [page.lesson, page.state, done], shown)
+    page.lesson_next.click(on(page, lesson_events.on_lesson_next), [page.state, done], shown)
+    checked = p("lesson_feedback", "lessons_done", "lesson")
+    page.lesson_check.click(on(page, lesson_events.on_lesson_check), [page.state, page.lesson_answer, done], checked)
 
 
 def wire_save_and_share(page: Page, restored: set) -> None:

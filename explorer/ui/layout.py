@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from explorer.analysis.compare import BRANCHES
+from explorer.lessons import LESSONS
 from explorer.ui import model_store, texts, views
 from explorer.ui.experiment_views import METHOD_CHOICES
 from explorer.ui.heatmap import attention_heatmap_view
@@ -22,6 +23,7 @@ from explorer.ui.views import MEAN
 from explorer.viz import colours
 
 BROWSER_KEY = "decoder-explorer-session"
+LESSONS_KEY = "decoder-explorer-lessons"  # which lesson steps this browser has answered
 
 TEXT_ENV = "DECODER_EXPLORER_TEXT"  # the text a page opens with (python -m explorer --text)
 
@@ -235,6 +237,15 @@ class Page:
 
     state: gr.State
     kept: gr.BrowserState
+    # lessons
+    lessons_done: gr.BrowserState
+    lessons_panel: gr.Accordion
+    lesson: gr.Dropdown
+    lesson_text: gr.Markdown
+    lesson_answer: gr.Radio
+    lesson_check: gr.Button
+    lesson_next: gr.Button
+    lesson_feedback: gr.Markdown
     # the model and the text
     model: gr.Dropdown
     custom_model: gr.Textbox
@@ -387,6 +398,7 @@ def build_page(browser_secret: str) -> Page:
         # This tab's session as the browser keeps it (localStorage), so that a reload or a server
         # restart (a Space sleeps and wakes) brings it back: the tokens are replayed through the model.
         "kept": gr.BrowserState(None, storage_key=BROWSER_KEY, secret=browser_secret),
+        "lessons_done": gr.BrowserState({}, storage_key=LESSONS_KEY, secret=browser_secret),
     }
     gr.Markdown(texts.INTRO, elem_id="intro")
     with gr.Row(equal_height=False, elem_id="top-row"):
@@ -401,6 +413,7 @@ def build_page(browser_secret: str) -> Page:
             made |= buttons()
     with gr.Row(equal_height=False, elem_id="workbench"):
         with gr.Column(scale=2, min_width=300):
+            made |= lessons_panel()
             made |= session_panel()
             made |= settings(made["text"])
         with gr.Column(scale=3, min_width=300):
@@ -411,6 +424,23 @@ def build_page(browser_secret: str) -> Page:
                 made |= attention_tabs()
                 made |= model_tabs()
     return Page(**made)
+
+
+def lessons_panel() -> dict:
+    """Guided lessons (explorer.lessons): closed until a lesson is chosen or linked to."""
+    made = {}
+    with gr.Accordion("Lessons", open=False, elem_id="lessons") as made["lessons_panel"]:
+        made["lesson"] = gr.Dropdown(
+            choices=[(f"{lesson.number}. {lesson.title}", lesson.number) for lesson in LESSONS], value=None,
+            label="Lesson", elem_id="lesson",
+        )  # fmt: skip
+        made["lesson_text"] = gr.Markdown(texts.LESSONS, elem_id="lesson-text")
+        made["lesson_answer"] = gr.Radio([], label="Your answer", elem_id="lesson-answer")
+        with gr.Row():
+            made["lesson_check"] = gr.Button("Check", variant="primary", elem_id="lesson-check", size="sm")
+            made["lesson_next"] = gr.Button("Next step", elem_id="lesson-next", size="sm")
+        made["lesson_feedback"] = gr.Markdown(elem_id="lesson-feedback")
+    return made
 
 
 def model_choice() -> dict:

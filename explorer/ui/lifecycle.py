@@ -94,8 +94,15 @@ def apply_snapshot(request: gr.Request, st, snap: snapshot.Snapshot, arrays=None
     name = model_store.resolve_custom(snap.model)
     loaded = model_store.get_model(name)
     session = snapshot.restore(loaded, snap)
-    layer_index, head_choice = checked_view(session, snap.layer, snap.head)
     difference = snapshot.attention_difference(session, arrays) if arrays is not None else 0.0
+    return show_session(request, st, name, session, snap), difference
+
+
+def show_session(request: gr.Request, st, name: str, session, snap: snapshot.Snapshot) -> Updates:
+    """Put ``session`` on screen in this tab with the view ``snap`` describes, and the page's
+    settings as the session has them (checked first: on an error nothing changes)."""
+    loaded = session.loaded
+    layer_index, head_choice = checked_view(session, snap.layer, snap.head)
     st = tab_state(request, st, name)
     st.start(name, session)
     st.layer, st.head = layer_index, head_choice
@@ -108,7 +115,7 @@ def apply_snapshot(request: gr.Request, st, snap: snapshot.Snapshot, arrays=None
     }  # fmt: skip
     if name in model_store.REGISTRY:
         out["model"] = gr.Dropdown(value=name)
-    return out, difference
+    return out
 
 
 @tab_event

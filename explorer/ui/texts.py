@@ -6,6 +6,10 @@ INTRO = """## Decoder Explorer
 Press **Step** and watch a real transformer choose the next token. Keys: **s** Step,
 **u** Undo, **←** **→** move the query."""
 
+LESSONS = """Seven short lessons on the live model, from tokens to two architectures. Each step sets
+up the model, the text and the view, says what to look at, and asks one question that the
+explorer checks against the model."""
+
 SELF_ATTENTION = """**Masked self-attention.** Row *i* is the token at position *i* asking "which
 earlier tokens matter to me?"; each row's weights sum to 1. The hatched triangle is the
 **causal mask**: before the softmax, the scores of later tokens are set to −∞, so they get

@@ -43,6 +43,7 @@ class ExplorerState:
     colour_scale: str = DEFAULT_SCALE  # the attention weights' colours (explorer.viz.colours)
     switched_off: SwitchedOff = field(default_factory=SwitchedOff)  # heads and sublayers to switch off
     patching: PatchingResult | None = None  # the last patching sweep (of its own two texts, not the session's)
+    lesson: object | None = None  # the lesson step on screen (explorer.ui.lesson_events.LessonAt)
     # Results computed on request (the causal proof, the sandbox, head roles), each with the
     # tokens it covered: shown only while those are the tokens on screen.
     results: dict = field(default_factory=dict, repr=False)

@@ -1,0 +1,383 @@
+"""Guided lessons: short sequences of steps, each set up on the live model, with one question
+whose right answer is computed from that model when the step is set up (never written down).
+
+A ``LessonStep`` says what to set up (the model, the text, how many tokens to generate, the
+view), what to look at, and asks a ``Question``: ``pose`` builds the step's session and works
+out the options, the right one and why. The page (``explorer.ui.lesson_events``) shows the
+session and checks a person's answer against the posed one. Nothing here imports Gradio.
+
+The texts are written for a student who has seen a neural network but not a transformer; the
+order follows the notes the explorer grew from (tokens, the mask, the cache, heads, cross-
+attention, the residual stream, two architectures).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from explorer.analysis import proof, roles
+from explorer.analysis.cost import kv_cache_bytes
+from explorer.analysis.lens import logit_lens
+from explorer.errors import InputError
+from explorer.session import GenerationSession
+from explorer.tokens import visible
+
+DECODER = "smollm2-135m-instruct"
+TRANSLATOR = "en-de-numbers"
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What a lesson step puts on screen."""
+
+    model: str = DECODER
+    text: str = "The capital of France is"
+    steps: int = 0  # greedy steps after the text
+    tab: str = "self"
+    layer: int = 0
+    head: str = "mean"  # "mean" or a head index as text
+    temperature: float = 0.0
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Posed:
+    """A question as the live model answers it."""
+
+    options: list[str]
+    answer: str  # one of the options
+    why: str  # said once the question is answered (right or wrong)
+    layer: int | None = None  # a view the question chose from the model (a head it found)
+    head: str | None = None
+
+
+@dataclass(frozen=True)
+class LessonStep:
+    title: str
+    text: str  # what to look at: two or three sentences, Markdown
+    question: str
+    setup: Setup
+    pose: Callable[[GenerationSession], Posed]
+
+
+@dataclass(frozen=True)
+class Lesson:
+    number: int
+    title: str
+    steps: list[LessonStep]
+
+
+def posed_session(loaded, setup: Setup) -> GenerationSession:
+    """The step's session: its text, stepped ``setup.steps`` times."""
+    session = GenerationSession(loaded, setup.text, temperature=setup.temperature, seed=setup.seed)
+    for _ in range(setup.steps):
+        session.step()
+    return session
+
+
+def token_label(session: GenerationSession, position: int) -> str:
+    """A token as the strip and the heatmap's axes name it: "3 ·France"."""
+    return f"{position} {visible(session.token_texts()[position])}"
+
+
+def strongest_keys(session: GenerationSession, weights: np.ndarray, answer: int, n: int = 4) -> list[str]:
+    """The answer's key and the next strongest others, in text order: a question's options."""
+    order = [int(k) for k in np.argsort(-weights) if int(k) != answer]
+    return [token_label(session, k) for k in sorted([answer, *order[: n - 1]])]
+
+
+# ---------------------------------------------------------------- 1. tokens and the next token
+def greedy_choice(session: GenerationSession) -> Posed:
+    top = session.top_candidates(4)
+    texts = sorted(visible(t.text) for t in top)
+    best = top[0]
+    why = (
+        f"The model gives {visible(best.text)!r} {best.probability:.1%}, more than any other token: greedy "
+        "decoding takes the most probable one. Press **Step** to see it."
+    )
+    return Posed(texts, visible(best.text), why)
+
+
+def seeded_draw(session: GenerationSession) -> Posed:
+    first = session.started_again()
+    token = first.step().token_id
+    first.undo()
+    again = first.step().token_id
+    same = token == again
+    text = visible(first.token_texts()[-1])
+    why = (
+        f"The draw is seeded by the seed *and the position*: drawn again at the same place it picks {text!r} "
+        "again. That is why Undo then Step, or the cache on or off, gives the same text."
+        if same
+        else f"It drew {text!r} and then another token: the seed did not fix the draw."
+    )
+    return Posed(["the same token", "maybe another token: sampling is random"],
+                 "the same token" if same else "maybe another token: sampling is random", why)  # fmt: skip
+
+
+# ---------------------------------------------------------------- 2. the causal mask
+MASKED_QUERY, MASKED_KEY = 2, 4
+
+
+def masked_weight(session: GenerationSession) -> Posed:
+    largest = max(
+        float(session.self_attention(i)[:, MASKED_QUERY, MASKED_KEY].max()) for i in range(session.config.n_layers)
+    )
+    options = ["exactly 0", "a small weight above 0", "it depends on the layer and head"]
+    answer = options[0] if largest == 0.0 else options[2]
+    c = session.config
+    why = (
+        f"The largest weight row {MASKED_QUERY} gives key {MASKED_KEY}, over all {c.n_layers} layers and "
+        f"{c.n_heads} heads, is {largest:g}. The mask sets the scores of later tokens to −∞ before the softmax, "
+        "and e^−∞ = 0: not small, zero."
+    )
+    return Posed(options, answer, why)
+
+
+def parallel_agrees(session: GenerationSession) -> Posed:
+    check = proof.parallel_check(session)
+    options = ["yes, up to float rounding", "no: one token at a time sees less of the text"]
+    agree = check.max_logit_difference < 1e-3 * max(1.0, check.largest_logit) and check.same_predictions
+    why = (f"The largest difference between the two runs' scores is {check.max_logit_difference:.1e} (the "
+           f"largest score is {check.largest_logit:.1f}), and every "
+           "position's most probable token is the same. With the mask, a token cannot see what comes after it, "
+           "so seeing the whole text at once changes nothing: that is why a model can train on a whole text "
+           "in one pass.")  # fmt: skip
+    return Posed(options, options[0] if agree else options[1], why)
+
+
+# ---------------------------------------------------------------- 3. the KV cache
+def cache_same_token(session: GenerationSession) -> Posed:
+    on, off = session.started_again(use_cache=True), session.started_again(use_cache=False)
+    on.replay(session.generated_ids)
+    off.replay(session.generated_ids)
+    a, b = on.step(), off.step()
+    difference = float((on.next_logits() - off.next_logits()).abs().max()) if a.token_id == b.token_id else None
+    options = ["the same token", "another token"]
+    text = visible(a.token_text)
+    rounding = f" (the next scores differ by {difference:.1e}, float rounding)." if difference is not None else "."
+    why = (
+        f"Both choose {text!r}. The cache keeps the keys and values of earlier tokens instead of computing them "
+        f"again; the numbers are the same, only the work differs{rounding}"
+    )
+    return Posed(options, options[0] if a.token_id == b.token_id else options[1], why)
+
+
+def cache_bytes(session: GenerationSession) -> Posed:
+    c = session.config
+    right = kv_cache_bytes(c, 1, 4)
+    others = {
+        2 * c.n_layers * c.n_heads * c.head_dim * 4,  # every query head its own keys and values
+        c.n_layers * c.n_kv_heads * c.head_dim * 4,  # keys only
+        2 * c.n_layers * c.d_model * 4,  # the residual width
+    } - {right}
+    options = [f"{n:,} bytes" for n in sorted({right, *others})]
+    why = (
+        f"2 (keys and values) × {c.n_layers} layers × {c.n_kv_heads} key/value heads × {c.head_dim} numbers × "
+        f"4 bytes = {right:,} bytes a token. {c.n_heads} query heads share {c.n_kv_heads} key/value heads "
+        f"(grouped-query attention): the cache is {c.n_heads // c.n_kv_heads}x smaller than with one per head."
+    )
+    return Posed(options, f"{right:,} bytes", why)
+
+
+# ---------------------------------------------------------------- 4. heads do different things
+def previous_token_head(session: GenerationSession) -> Posed:
+    scores = np.stack([roles.previous_token_score(session.self_attention(i)) for i in range(session.config.n_layers)])
+    layer, head = np.unravel_index(int(scores.argmax()), scores.shape)
+    return read_most(session, int(layer), int(head), "reads the token just before it: a previous-token head")
+
+
+def induction_head(session: GenerationSession) -> Posed:
+    repeated, start = roles.induction_attention(session)
+    scores = np.stack([roles.induction_score(a, start, roles.INDUCTION_PERIOD) for a in repeated])
+    layer, head = np.unravel_index(int(scores.argmax()), scores.shape)
+    return read_most(session, int(layer), int(head),
+                     "reads the token that came *after* this word last time: an induction head, the model's way "
+                     "of copying a pattern it has seen")  # fmt: skip
+
+
+def read_most(session: GenerationSession, layer: int, head: int, what: str) -> Posed:
+    """Which key the newest token reads most in this head: the options and why."""
+    row = session.self_attention(layer)[head, -1]  # (T,)
+    answer = int(row.argmax())
+    why = (f"Head {head} of layer {layer} puts {row[answer]:.2f} of the newest token's attention on "
+           f"{token_label(session, answer)}: it {what}.")  # fmt: skip
+    return Posed(strongest_keys(session, row, answer), token_label(session, answer), why, layer, str(head))
+
+
+# ---------------------------------------------------------------- 5. cross-attention and word order
+CROSS_LAYER = 2
+
+
+def source_read_most(session: GenerationSession) -> Posed:
+    """The row that wrote the newest target token (the one before it) and the source token it read most."""
+    cross = session.cross_attention(CROSS_LAYER).mean(axis=0)  # (T, S): the heads' average
+    row = cross[-2]
+    answer = int(row.argmax())
+    sources = [f"{i} {visible(t)}" for i, t in enumerate(session.source_texts())]
+    written = visible(session.token_texts()[-1])
+    why = (f"Writing {written!r}, layer {CROSS_LAYER}'s heads put {row[answer]:.2f} on average on "
+           f"{sources[answer]}. German says the units before the tens, so the decoder reads the source out of "
+           "order: the cross-attention bends away from the diagonal.")  # fmt: skip
+    return Posed(sources, sources[answer], why, CROSS_LAYER, "mean")
+
+
+# ---------------------------------------------------------------- 6. the residual stream
+def lens_layer(session: GenerationSession) -> Posed:
+    lens = logit_lens(session)  # at the newest token
+    final = lens.rows[-1].token_ids[0]
+    tops = [row.token_ids[0] for row in lens.rows]  # embeddings, layer 0, ..., the last layer
+    first = next(i for i in range(len(tops)) if all(t == final for t in tops[i:]))
+    last = len(tops) - 1
+    labels = [row.label for row in lens.rows]
+    options = [labels[i] for i in sorted({0, last // 3, 2 * last // 3, first, last})]
+    text, echo = visible(lens.rows[-1].texts[0]), visible(lens.rows[0].texts[0])
+    settled = (
+        "In this small model only the last layers settle the answer."
+        if first >= last - 2
+        else "The answer forms before the end; the later layers make it surer."
+    )
+    why = (f"The lens's top token is {text!r} from {labels[first]} on. At the embeddings it reads back the input "
+           f"token itself ({echo!r}); the layers between hold other guesses (the tab shows each layer's top "
+           f"five). {settled}")  # fmt: skip
+    return Posed(options, labels[first], why)
+
+
+# ---------------------------------------------------------------- 7. two architectures
+def shared_kv_heads(session: GenerationSession) -> Posed:
+    c = session.config
+    options = sorted({"1", str(c.n_kv_heads), str(c.n_heads)}, key=int)
+    why = (f"{c.n_heads} query heads share {c.n_kv_heads} key/value heads ({c.n_heads // c.n_kv_heads} each): "
+           "grouped-query attention, which makes the KV cache smaller. The 2017 design (and the translator) has "
+           "one key/value head per query head.")  # fmt: skip
+    return Posed(options, str(c.n_kv_heads), why)
+
+
+NORM_OPTIONS = ["before each sublayer (pre-norm)", "after each sublayer's residual sum (post-norm)"]
+
+
+def norm_place(session: GenerationSession) -> Posed:
+    c = session.config
+    answer = NORM_OPTIONS[0] if c.norm_first else NORM_OPTIONS[1]
+    why = (f"This model normalises {answer.split(' (')[0]}, with {c.norm} norm and {c.positions} positions. "
+           "SmolLM2 (like most models since GPT-2) normalises before each sublayer, with RMSNorm and rotary "
+           "positions; the translator follows the 2017 paper.")  # fmt: skip
+    return Posed(NORM_OPTIONS, answer, why)
+
+
+# ---------------------------------------------------------------- the lessons
+REPEATED = "One two three four five. One two three four five. One two"
+
+LESSONS = [
+    Lesson(1, "Tokens and the next token", [
+        LessonStep(
+            "The next-token distribution",
+            "The strip shows the text as the model reads it: **tokens**, pieces of words (· is a space). "
+            "For the newest token the model gives every token of its vocabulary a probability: the "
+            "**Next-token candidates** table lists the most probable.",
+            "Press nothing yet: which token will **Step** choose (greedy, temperature 0)?",
+            Setup(), greedy_choice),
+        LessonStep(
+            "Sampling and the seed",
+            "With a **temperature** above 0 the next token is drawn at random from the distribution instead "
+            "of taking the most probable. This step set the temperature to 1 and the seed to 0 (see *Sampling*).",
+            "Press **Step**, then **Undo**, then **Step** again: will the same token come back?",
+            Setup(temperature=1.0), seeded_draw),
+    ]),
+    Lesson(2, "The causal mask", [
+        LessonStep(
+            "The hatched triangle",
+            "Row *i* of the heatmap is what token *i* reads; each row's weights add up to 1. The hatched "
+            "triangle above the diagonal is the **causal mask**: a token may not read the tokens after it.",
+            f"How much weight does row {MASKED_QUERY} give to key {MASKED_KEY}, in any head of any layer?",
+            Setup(text="The cat sat on the mat.", steps=1), masked_weight),
+        LessonStep(
+            "The parallel check",
+            "Training runs a whole text through the model at once; generation runs it one token at a time. "
+            "The *Causal proof* tab runs both and compares them.",
+            "Will the whole-text pass and the one-token-at-a-time passes give the same scores?",
+            Setup(text="The cat sat on the mat.", steps=2, tab="proof"), parallel_agrees),
+    ]),
+    Lesson(3, "The KV cache", [
+        LessonStep(
+            "Same tokens, less work",
+            "With the **KV cache** on, a step computes the new token's keys and values and keeps them; with it "
+            "off, every step runs the whole text again. The *KV cache* tab times both.",
+            "Switch the KV cache off and press **Step**: will the chosen token change?",
+            Setup(steps=2, tab="cache"), cache_same_token),
+        LessonStep(
+            "What the cache holds",
+            "Every layer keeps a key and a value vector per token for each key/value head. The *Architecture and "
+            "cost* tab gives SmolLM2's sizes.",
+            "How many bytes does the cache grow by for each token (float32, 4 bytes a number)?",
+            Setup(steps=2, tab="architecture"), cache_bytes),
+    ]),
+    Lesson(4, "Heads do different things", [
+        LessonStep(
+            "A previous-token head",
+            "Every head of every layer reads the text in its own way. This step opened the head that, of all "
+            "SmolLM2's heads, most often reads the token just before.",
+            "At the newest token, which token does this head read most?",
+            Setup(text=REPEATED), previous_token_head),
+        LessonStep(
+            "An induction head",
+            "The text repeats. This step opened the head that copies best on a repeated random sequence "
+            "(the *Head roles* tab measures it): an **induction head**.",
+            "At the newest token (the last “ two”), which token does it read most?",
+            Setup(text=REPEATED), induction_head),
+    ]),
+    Lesson(5, "Cross-attention and word order", [
+        LessonStep(
+            "Units first",
+            "The translator reads an English number (the encoder) and writes German (the decoder). "
+            "**Cross-attention** shows which source token each target row reads. German says twenty-one as "
+            "“ein-und-zwanzig”: one and twenty.",
+            "The newest piece is “ein”. Which source token did the row that wrote it read most (layer 2)?",
+            Setup(model=TRANSLATOR, text="twenty-one", steps=2, tab="cross", layer=CROSS_LAYER), source_read_most),
+        LessonStep(
+            "Then the tens",
+            "Two more steps: the decoder has written “und” (and) and “zwanzig” (twenty).",
+            "Which source token did the row that wrote “zwanzig” read most (layer 2)?",
+            Setup(model=TRANSLATOR, text="twenty-one", steps=4, tab="cross", layer=CROSS_LAYER), source_read_most),
+    ]),
+    Lesson(6, "The residual stream and the logit lens", [
+        LessonStep(
+            "Where the answer forms",
+            "Every layer adds to one running vector per token, the **residual stream**. The *Logit lens* tab reads "
+            "that vector after each layer through the model's own output layer: what would it say if it stopped there?",
+            "At “ is”, from which layer on is the lens's top token the one the model finally chooses?",
+            Setup(tab="lens"), lens_layer),
+    ]),
+    Lesson(7, "Two architectures", [
+        LessonStep(
+            "SmolLM2",
+            "The *Architecture and cost* tab lists what the model is built from. SmolLM2 is a small modern "
+            "decoder: RMSNorm before each sublayer, rotary positions, SwiGLU.",
+            "SmolLM2 has 9 query heads per layer. How many key/value heads do they share?",
+            Setup(tab="architecture"), shared_kv_heads),
+        LessonStep(
+            "The translator",
+            "The translator is an encoder-decoder in the 2017 paper's design. Compare its architecture table "
+            "with SmolLM2's.",
+            "Where does the translator put its normalisation?",
+            Setup(model=TRANSLATOR, text="twenty-one", tab="architecture"), norm_place),
+    ]),
+]  # fmt: skip
+
+
+def lesson(number: int) -> Lesson:
+    for candidate in LESSONS:
+        if candidate.number == number:
+            return candidate
+    raise InputError(f"There is no lesson {number}; the lessons are 1 to {len(LESSONS)}.")
+
+
+def step_of(number: int, index: int) -> LessonStep:
+    """Step ``index`` (from 0) of lesson ``number``; an InputError names what exists."""
+    steps = lesson(number).steps
+    if not 0 <= index < len(steps):
+        raise InputError(f"Lesson {number} has steps 1 to {len(steps)}.")
+    return steps[index]

@@ -1,0 +1,145 @@
+"""The Lessons panel: choose a lesson, and each step sets up the model, the text and the view,
+asks its question and checks the answer against what the live model computed (``explorer.lessons``).
+
+A step can be linked to (``?lesson=3&step=2``, steps counted from 1); what a browser has answered
+right is kept in its localStorage (``lessons_done``: {"3": [0, 1]}), and a lesson whose every
+step was answered is ticked in the list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import gradio as gr
+
+from explorer import lessons
+from explorer.analysis import snapshot
+from explorer.errors import InputError
+from explorer.ui import lifecycle, model_store
+from explorer.ui.lifecycle import show_session
+from explorer.ui.render import Updates
+from explorer.ui.tab import USER_ERRORS, tab_event
+from explorer.ui.views import ExplorerState
+
+# What a lesson step changes besides the session on screen.
+LESSON_VIEWS = ("lesson", "lesson_text", "lesson_answer", "lesson_feedback", "lessons_panel")
+
+
+@dataclass(frozen=True)
+class LessonAt:
+    """The lesson step a tab is on, and its question as the model answered it."""
+
+    number: int
+    index: int
+    posed: lessons.Posed
+
+
+def lesson_choices(done: Mapping | None) -> list[tuple[str, int]]:
+    """The list of lessons, each ticked once all its steps were answered right in this browser."""
+    done = done or {}
+    choices = []
+    for lesson in lessons.LESSONS:
+        complete = len(set(done.get(str(lesson.number), []))) >= len(lesson.steps)
+        choices.append((f"{lesson.number}. {lesson.title}" + (" ✓" if complete else ""), lesson.number))
+    return choices
+
+
+def step_text(number: int, index: int) -> str:
+    lesson = lessons.lesson(number)
+    step = lesson.steps[index]
+    return (
+        f"**Lesson {number}, step {index + 1} of {len(lesson.steps)}: {step.title}**\n\n{step.text}\n\n"
+        f"**{step.question}**\n\n[A link to this step](?lesson={number}&step={index + 1})"
+    )
+
+
+def set_up(request: gr.Request, st: ExplorerState | None, number: int, index: int, done) -> Updates:
+    """Put lesson ``number``'s step ``index`` (from 0) on screen: its session, view and question."""
+    step = lessons.step_of(number, index)
+    name = step.setup.model
+    session = lessons.posed_session(model_store.get_model(name), step.setup)
+    posed = step.pose(session)
+    layer = posed.layer if posed.layer is not None else step.setup.layer
+    head = posed.head if posed.head is not None else step.setup.head
+    view = snapshot.snapshot_of(name, session, layer=layer, head=head, query=None, tab=step.setup.tab)
+    out = show_session(request, st, name, session, view)
+    out["state"].lesson = LessonAt(number, index, posed)
+    return {
+        **out,
+        "lesson": gr.Dropdown(choices=lesson_choices(done), value=number),
+        "lesson_text": step_text(number, index),
+        "lesson_answer": gr.Radio(choices=posed.options, value=None),
+        "lesson_feedback": "",
+        "lessons_panel": gr.Accordion(open=True),
+    }
+
+
+@tab_event
+def on_lesson(request: gr.Request, number, st, done, progress=gr.Progress()):
+    if number is None:
+        return gr.skip()
+    progress(0, desc=f"Setting up lesson {number}")
+    return set_up(request, st, int(number), 0, done)
+
+
+@tab_event
+def on_lesson_next(request: gr.Request, st, done, progress=gr.Progress()):
+    at = current_step(st)
+    steps = len(lessons.lesson(at.number).steps)
+    number, index = (at.number, at.index + 1) if at.index + 1 < steps else (at.number + 1, 0)
+    if number > len(lessons.LESSONS):
+        return {"lesson_feedback": "That was the last step of the last lesson. Well done!"}
+    progress(0, desc=f"Setting up lesson {number}, step {index + 1}")
+    return set_up(request, st, number, index, done)
+
+
+@tab_event
+def on_lesson_check(st, choice, done):
+    at = current_step(st)
+    if not choice:
+        raise InputError("Choose an answer first, then press Check.")
+    if choice != at.posed.answer:
+        return {"lesson_feedback": "✗ **Not quite.** Look at the view again, and try another answer."}
+    done = {key: list(value) for key, value in (done or {}).items()}
+    answered = sorted({*done.get(str(at.number), []), at.index})
+    done[str(at.number)] = answered
+    return {
+        "lesson_feedback": f"✓ **Right.** {at.posed.why}",
+        "lessons_done": done,
+        "lesson": gr.Dropdown(choices=lesson_choices(done), value=at.number),
+    }
+
+
+def current_step(st: ExplorerState | None) -> LessonAt:
+    at = st.lesson if st is not None else None
+    if at is None:
+        raise InputError("Choose a lesson first (the Lessons list).")
+    return at
+
+
+def on_page_load(request: gr.Request, model_name, *inputs, progress=gr.Progress(track_tqdm=True)) -> Updates:
+    """A lesson link's step (``?lesson=3&step=2``), else what the page opens without one
+    (``lifecycle.on_load``); the lessons this browser finished are ticked either way."""
+    *others, done = inputs
+    try:
+        linked = linked_step(request.query_params)
+        if linked is not None:
+            progress(0, desc=f"Setting up lesson {linked[0]}, step {linked[1] + 1}")
+            return set_up(request, None, *linked, done)
+    except USER_ERRORS as error:
+        gr.Warning(f"This lesson link cannot be opened: {error} The explorer opens as usual.")
+    opened = lifecycle.on_load(request, model_name, *others, progress=progress)
+    return {**opened, "lesson": gr.Dropdown(choices=lesson_choices(done))}
+
+
+def linked_step(params: Mapping[str, str]) -> tuple[int, int] | None:
+    """(lesson, step index from 0) of a link's ``?lesson=3&step=2``, or None without one."""
+    if "lesson" not in params:
+        return None
+    try:
+        number, index = int(params["lesson"]), int(params.get("step", 1)) - 1
+    except ValueError as error:
+        raise InputError("a lesson link names a lesson and a step by number, e.g. ?lesson=3&step=2") from error
+    lessons.step_of(number, index)  # both exist
+    return number, index

@@ -1,0 +1,107 @@
+"""The lessons (issue 15): every step's right answer, as posed from the live model, agrees with
+what the test works out from the model by other means; the options hold it; links and progress."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import explorer
+from explorer import lessons
+from explorer.errors import InputError
+from explorer.tokens import visible
+from explorer.ui.lesson_events import lesson_choices, linked_step
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def posed():
+    """Every step's session and question, posed once: {(lesson, step index): (session, Posed)}."""
+    out = {}
+    for lesson in lessons.LESSONS:
+        for index, step in enumerate(lesson.steps):
+            session = lessons.posed_session(explorer.load_model(step.setup.model, progress=False), step.setup)
+            out[lesson.number, index] = session, step.pose(session)
+    return out
+
+
+def test_every_step_has_its_answer_among_two_or_more_distinct_options(posed):
+    assert len(posed) >= 13 and {number for number, _ in posed} == set(range(1, 8))
+    for key, (_, question) in posed.items():
+        assert len(question.options) >= 2 and len(set(question.options)) == len(question.options), key
+        assert question.answer in question.options and question.why, key
+
+
+def test_tokens_greedy_is_the_most_probable_and_a_seed_repeats_its_draw(posed):
+    session, question = posed[1, 0]
+    best = int(session.next_token_probabilities().argmax())
+    assert question.answer == visible(session.tokenizer.decode([best]))
+    session, question = posed[1, 1]
+    draws = []
+    for _ in range(2):  # two sessions drawing at the same place with the same seed
+        fresh = session.started_again()
+        draws.append(fresh.step().token_id)
+    assert (question.answer == "the same token") == (draws[0] == draws[1])
+    assert session.sampling.temperature == 1.0 and question.answer == "the same token"
+
+
+def test_mask_and_parallel_check(posed):
+    session, question = posed[2, 0]
+    weights = np.stack([session.self_attention(i)[:, lessons.MASKED_QUERY, lessons.MASKED_KEY] for i in range(30)])
+    assert (weights == 0).all() and question.answer == "exactly 0"
+    _, question = posed[2, 1]
+    assert question.answer.startswith("yes")
+
+
+def test_cache_gives_the_same_token_and_its_bytes_follow_grouped_query_attention(posed):
+    session, question = posed[3, 0]
+    off = session.started_again(use_cache=False)
+    off.replay(session.generated_ids)
+    on = session.started_again()
+    on.replay(session.generated_ids)
+    assert (on.step().token_id == off.step().token_id) and question.answer == "the same token"
+    session, question = posed[3, 1]
+    c = session.config
+    assert question.answer == f"{2 * c.n_layers * c.n_kv_heads * c.head_dim * 4:,} bytes" == "46,080 bytes"
+
+
+def test_heads_the_answer_is_the_opened_heads_strongest_key(posed):
+    for index in (0, 1):
+        session, question = posed[4, index]
+        row = session.self_attention(question.layer)[int(question.head), -1]
+        assert question.answer == f"{int(row.argmax())} {visible(session.token_texts()[int(row.argmax())])}"
+    session, previous = posed[4, 0]
+    assert previous.answer.startswith(f"{len(session.token_ids) - 2} ")  # the token just before
+    _, induction = posed[4, 1]
+    assert induction.answer == "8 ·three"  # after the earlier " two": the pattern to copy
+
+
+def test_translator_reads_the_units_first_then_the_tens(posed):
+    session, question = posed[5, 0]
+    assert session.token_texts()[-1] == "ein" and question.answer == "2 one"
+    session, question = posed[5, 1]
+    assert session.token_texts()[-1] == "zwanzig" and question.answer == "0 ·twenty"
+
+
+def test_lens_and_architectures(posed):
+    session, question = posed[6, 0]
+    from explorer.analysis.lens import logit_lens
+
+    rows = logit_lens(session).rows
+    final = rows[-1].token_ids[0]
+    first = [row.label for row in rows].index(question.answer)
+    assert all(row.token_ids[0] == final for row in rows[first:]) and rows[first - 1].token_ids[0] != final
+    assert posed[7, 0][1].answer == "3"
+    assert posed[7, 1][1].answer.endswith("(post-norm)")
+
+
+def test_links_and_progress():
+    assert linked_step({}) is None
+    assert linked_step({"lesson": "3", "step": "2"}) == (3, 1)
+    assert linked_step({"lesson": "3"}) == (3, 0)
+    for bad in ({"lesson": "9"}, {"lesson": "3", "step": "5"}, {"lesson": "three"}):
+        with pytest.raises(InputError):
+            linked_step(bad)
+    labels = dict((number, label) for label, number in lesson_choices({"1": [0, 1], "2": [0]}))
+    assert labels[1].endswith("✓") and not labels[2].endswith("✓") and not labels[3].endswith("✓")
