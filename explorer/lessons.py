@@ -52,6 +52,7 @@ class Posed:
     why: str  # said once the question is answered (right or wrong)
     layer: int | None = None  # a view the question chose from the model (a head it found)
     head: str | None = None
+    query: int | None = None  # the row the question is about (None: the newest token)
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,7 @@ def source_read_most(session: GenerationSession) -> Posed:
     why = (f"Writing {written!r}, layer {CROSS_LAYER}'s heads put {row[answer]:.2f} on average on "
            f"{sources[answer]}. German says the units before the tens, so the decoder reads the source out of "
            "order: the cross-attention bends away from the diagonal.")  # fmt: skip
-    return Posed(sources, sources[answer], why, CROSS_LAYER, "mean")
+    return Posed(sources, sources[answer], why, CROSS_LAYER, "mean", query=len(session.token_ids) - 2)
 
 
 # ---------------------------------------------------------------- 6. the residual stream

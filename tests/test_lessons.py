@@ -80,6 +80,8 @@ def test_heads_the_answer_is_the_opened_heads_strongest_key(posed):
 def test_translator_reads_the_units_first_then_the_tens(posed):
     session, question = posed[5, 0]
     assert session.token_texts()[-1] == "ein" and question.answer == "2 one"
+    row = session.cross_attention(lessons.CROSS_LAYER).mean(axis=0)[question.query]  # the row that wrote "ein"
+    assert question.query == len(session.token_ids) - 2 and session.source_texts()[int(row.argmax())] == "one"
     session, question = posed[5, 1]
     assert session.token_texts()[-1] == "zwanzig" and question.answer == "0 ·twenty"
 

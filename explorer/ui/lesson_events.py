@@ -62,7 +62,7 @@ def set_up(request: gr.Request, st: ExplorerState | None, number: int, index: in
     posed = step.pose(session)
     layer = posed.layer if posed.layer is not None else step.setup.layer
     head = posed.head if posed.head is not None else step.setup.head
-    view = snapshot.snapshot_of(name, session, layer=layer, head=head, query=None, tab=step.setup.tab)
+    view = snapshot.snapshot_of(name, session, layer=layer, head=head, query=posed.query, tab=step.setup.tab)
     out = show_session(request, st, name, session, view)
     out["state"].lesson = LessonAt(number, index, posed)
     return {
