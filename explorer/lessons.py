@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from explorer.analysis import proof, roles
+from explorer.analysis.ablation import SwitchedOff
 from explorer.analysis.cost import kv_cache_bytes
 from explorer.analysis.lens import logit_lens
 from explorer.errors import InputError
@@ -53,6 +54,7 @@ class Posed:
     layer: int | None = None  # a view the question chose from the model (a head it found)
     head: str | None = None
     query: int | None = None  # the row the question is about (None: the newest token)
+    switched_off: frozenset = frozenset()  # (layer, head) the step switches off (the Switch heads off tab)
 
 
 @dataclass(frozen=True)
@@ -192,12 +194,34 @@ def previous_token_head(session: GenerationSession) -> Posed:
 
 
 def induction_head(session: GenerationSession) -> Posed:
-    repeated, start = roles.induction_attention(session)
-    scores = np.stack([roles.induction_score(a, start, roles.INDUCTION_PERIOD) for a in repeated])
-    layer, head = np.unravel_index(int(scores.argmax()), scores.shape)
-    return read_most(session, int(layer), int(head),
+    layer, head = strongest_induction_heads(session, 1)[0]
+    return read_most(session, layer, head,
                      "reads the token that came *after* this word last time: an induction head, the model's way "
                      "of copying a pattern it has seen")  # fmt: skip
+
+
+def strongest_induction_heads(session: GenerationSession, n: int = 3) -> list[tuple[int, int]]:
+    """The n heads that copy best on a repeated random sequence, strongest first: (layer, head)."""
+    repeated, start = roles.induction_attention(session)
+    scores = np.stack([roles.induction_score(a, start, roles.INDUCTION_PERIOD) for a in repeated])
+    return [tuple(int(i) for i in np.unravel_index(k, scores.shape)) for k in np.argsort(-scores, axis=None)[:n]]
+
+
+def copying_without_induction(session: GenerationSession) -> Posed:
+    heads = frozenset(strongest_induction_heads(session))
+    switched, total = SwitchedOff(heads), session.config.n_layers * session.config.n_heads
+    intact = session.top_candidates(1)[0]
+    without = session.with_interventions(switched.interventions()).top_candidates(3)
+    copied = visible(intact.text)
+    options = [f"{copied} again", "another token: it stops copying"]
+    still = without[0].token_id == intact.token_id
+    found = ", ".join(f"{visible(t.text)!r} {t.probability:.0%}" for t in without)
+    verdict = "it still copies (other heads do it too)." if still else f"copying fails: {len(heads)} heads of {total}."
+    why = (
+        f"As it is, the model writes {copied!r} ({intact.probability:.0%}), copying the pattern. With "
+        f"{switched.describe()} switched off, its top three are {found}: {verdict}"
+    )
+    return Posed(options, options[0] if still else options[1], why, switched_off=heads)
 
 
 def read_most(session: GenerationSession, layer: int, head: int, what: str) -> Posed:
@@ -271,6 +295,7 @@ def norm_place(session: GenerationSession) -> Posed:
 
 # ---------------------------------------------------------------- the lessons
 REPEATED = "One two three four five. One two three four five. One two"
+RANDOM_REPEATED = "Kepler bright violin marble anchor. Kepler bright violin"
 
 LESSONS = [
     Lesson(1, "Tokens and the next token", [
@@ -329,6 +354,13 @@ LESSONS = [
             "(the *Head roles* tab measures it): an **induction head**.",
             "At the newest token (the last “ two”), which token does it read most?",
             Setup(text=REPEATED), induction_head),
+        LessonStep(
+            "Switch the copiers off",
+            "These words repeat, with nothing but the pattern to say what comes next. This step put the three "
+            "strongest induction heads in the *Switch heads off* tab; press **Run with these switched off** "
+            "to see each token's probability without them.",
+            "With these three heads switched off, what will the model write after “violin”?",
+            Setup(text=RANDOM_REPEATED, tab="ablation"), copying_without_induction),
     ]),
     Lesson(5, "Cross-attention and word order", [
         LessonStep(

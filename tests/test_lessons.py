@@ -8,6 +8,7 @@ import pytest
 
 import explorer
 from explorer import lessons
+from explorer.analysis import ablation
 from explorer.errors import InputError
 from explorer.tokens import visible
 from explorer.ui.lesson_events import lesson_choices, linked_step
@@ -27,7 +28,7 @@ def posed():
 
 
 def test_every_step_has_its_answer_among_two_or_more_distinct_options(posed):
-    assert len(posed) >= 13 and {number for number, _ in posed} == set(range(1, 8))
+    assert len(posed) >= 14 and {number for number, _ in posed} == set(range(1, 8))
     for key, (_, question) in posed.items():
         assert len(question.options) >= 2 and len(set(question.options)) == len(question.options), key
         assert question.answer in question.options and question.why, key
@@ -75,6 +76,16 @@ def test_heads_the_answer_is_the_opened_heads_strongest_key(posed):
     assert previous.answer.startswith(f"{len(session.token_ids) - 2} ")  # the token just before
     _, induction = posed[4, 1]
     assert induction.answer == "8 ·three"  # after the earlier " two": the pattern to copy
+
+
+def test_switching_the_induction_heads_off_stops_the_copying(posed):
+    """Issue 13's result on the lesson's own text: the three strongest induction heads copy it."""
+    session, question = posed[4, 2]
+    copy = session.top_candidates(1)[0]
+    assert visible(copy.text) == "·marble" and question.switched_off == {(18, 6), (17, 3), (17, 4)}
+    without = session.with_interventions(ablation.SwitchedOff(question.switched_off).interventions())
+    assert without.top_candidates(1)[0].token_id != copy.token_id
+    assert question.answer == "another token: it stops copying"
 
 
 def test_translator_reads_the_units_first_then_the_tens(posed):

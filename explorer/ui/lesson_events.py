@@ -15,15 +15,16 @@ import gradio as gr
 
 from explorer import lessons
 from explorer.analysis import snapshot
+from explorer.analysis.ablation import SwitchedOff
 from explorer.errors import InputError
 from explorer.ui import lifecycle, model_store
 from explorer.ui.lifecycle import show_session
-from explorer.ui.render import Updates
+from explorer.ui.render import Updates, render
 from explorer.ui.tab import USER_ERRORS, tab_event
 from explorer.ui.views import ExplorerState
 
 # What a lesson step changes besides the session on screen.
-LESSON_VIEWS = ("lesson", "lesson_text", "lesson_answer", "lesson_feedback", "lessons_panel")
+LESSON_VIEWS = ("lesson", "lesson_text", "lesson_answer", "lesson_feedback", "lessons_panel", "switched_off")
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,10 @@ def set_up(request: gr.Request, st: ExplorerState | None, number: int, index: in
     head = posed.head if posed.head is not None else step.setup.head
     view = snapshot.snapshot_of(name, session, layer=layer, head=head, query=posed.query, tab=step.setup.tab)
     out = show_session(request, st, name, session, view)
-    out["state"].lesson = LessonAt(number, index, posed)
+    st = out["state"]
+    st.lesson = LessonAt(number, index, posed)
+    st.switched_off = SwitchedOff(posed.switched_off)  # each step sets up the whole view: none but its own
+    out |= render(st)  # the views again, with what the step switched off
     return {
         **out,
         "lesson": gr.Dropdown(choices=lesson_choices(done), value=number),
@@ -72,6 +76,7 @@ def set_up(request: gr.Request, st: ExplorerState | None, number: int, index: in
         "lesson_answer": gr.Radio(choices=posed.options, value=None),
         "lesson_feedback": "",
         "lessons_panel": gr.Accordion(open=True),
+        "switched_off": st.switched_off.text(),
     }
 
 

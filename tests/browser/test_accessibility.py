@@ -106,3 +106,15 @@ def test_figures_have_text_alternatives(page):
     page.wait_for_function("() => document.querySelector('#every-layer .js-plotly-plot')?.getAttribute('aria-label')")
     label = page.get_attribute("#every-layer .js-plotly-plot", "aria-label")
     assert label.startswith("What") and "Strongest cell: layer" in label, label
+
+
+def test_no_serious_violation_in_a_lesson(page, app_url):
+    page.goto(f"{app_url}/?lesson=4&step=3")  # the Switch heads off tab, with heads put in it
+    page.wait_for_function("() => document.querySelector('#lesson-text')?.innerText.includes('step 3 of 3')")
+    idle(page)
+    page.locator("#lesson-answer label").first.click()
+    page.click("#lesson-check")
+    page.wait_for_function("() => document.querySelector('#lesson-feedback').innerText.trim().length > 0")
+    found = serious_violations(page)
+    report({"lesson 4, step 3": found}, "axe-lesson.json")
+    assert found == []

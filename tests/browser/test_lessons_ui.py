@@ -52,7 +52,7 @@ def selected_tab(page) -> str:
 
 TAB_NAMES = {
     "self": "Self-attention", "cross": "Cross-attention", "cache": "KV cache", "lens": "Logit lens",
-    "proof": "Causal proof", "architecture": "Architecture and cost",
+    "proof": "Causal proof", "architecture": "Architecture and cost", "ablation": "Switch heads off",
 }  # fmt: skip
 
 
@@ -73,6 +73,9 @@ def test_a_lesson_end_to_end(page, number):
             assert page.input_value("#layer input[type=number]") == str(question.layer)
         if question.query is not None:  # the row the question is about is the outlined one
             assert query_index(page) == question.query
+        if question.switched_off:  # put in the Switch heads off tab, which the step opened
+            switched_off = ", ".join(f"{layer}.{head}" for layer, head in sorted(question.switched_off))
+            assert page.input_value("#switched-off textarea") == switched_off
         page.wait_for_function("() => document.querySelector('#lesson-feedback').innerText.trim() === ''")
         wrong = next(option for option in question.options if option != question.answer)
         assert answer(page, wrong).startswith("✗ Not quite")
