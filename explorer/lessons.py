@@ -169,6 +169,26 @@ def cache_same_token(session: GenerationSession) -> Posed:
     return Posed(options, options[0] if a.token_id == b.token_id else options[1], why)
 
 
+TIMING_OPTIONS = ["it stays about the same", "it grows with the text's length", "it shrinks"]
+
+
+def cache_off_growth(session: GenerationSession) -> Posed:
+    """Rerun the generation with the cache on and off (the tab's Compare button does the same)
+    and compare the first and last steps' times (medians of eight: one slow step changes nothing)."""
+    c = session.compare_cache_modes()
+    first, last = (float(np.median(ms)) for ms in (c.ms_uncached[:8], c.ms_uncached[-8:]))
+    on_first, on_last = (float(np.median(ms)) for ms in (c.ms_cached[:8], c.ms_cached[-8:]))
+    ratio = last / first
+    answer = TIMING_OPTIONS[1] if ratio > 1.4 else TIMING_OPTIONS[2] if ratio < 0.7 else TIMING_OPTIONS[0]
+    why = (
+        f"Measured just now: a cache-off step took {first:.0f} ms near position {c.positions[0]} and {last:.0f} ms "
+        f"near {c.positions[-1]} ({ratio:.1f}x); with the cache, {on_first:.0f} and {on_last:.0f} ms. Without the "
+        "cache every step runs the whole text again, so a step grows with the length and a whole generation "
+        "with its square; with it, a step handles one new token."
+    )
+    return Posed(TIMING_OPTIONS, answer, why)
+
+
 def cache_bytes(session: GenerationSession) -> Posed:
     c = session.config
     right = kv_cache_bytes(c, 1, 4)
@@ -334,6 +354,12 @@ LESSONS = [
             "off, every step runs the whole text again. The *KV cache* tab times both.",
             "Switch the KV cache off and press **Step**: will the chosen token change?",
             Setup(steps=2, tab="cache"), cache_same_token),
+        LessonStep(
+            "Linear against quadratic",
+            "This step generated 48 tokens. **Compare cache on and off** (in the *KV cache* tab) runs them again "
+            "both ways and plots the milliseconds of each step against its position.",
+            "As the text grows from about 10 to 57 tokens, how does a cache-off step's time change?",
+            Setup(text="Once upon a time, in a small village,", steps=48, tab="cache"), cache_off_growth),
         LessonStep(
             "What the cache holds",
             "Every layer keeps a key and a value vector per token for each key/value head. The *Architecture and "

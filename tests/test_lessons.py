@@ -28,7 +28,7 @@ def posed():
 
 
 def test_every_step_has_its_answer_among_two_or_more_distinct_options(posed):
-    assert len(posed) >= 14 and {number for number, _ in posed} == set(range(1, 8))
+    assert len(posed) >= 15 and {number for number, _ in posed} == set(range(1, 8))
     for key, (_, question) in posed.items():
         assert len(question.options) >= 2 and len(set(question.options)) == len(question.options), key
         assert question.answer in question.options and question.why, key
@@ -63,6 +63,8 @@ def test_cache_gives_the_same_token_and_its_bytes_follow_grouped_query_attention
     on.replay(session.generated_ids)
     assert (on.step().token_id == off.step().token_id) and question.answer == "the same token"
     session, question = posed[3, 1]
+    assert len(session.generated_ids) == 48 and question.answer == "it grows with the text's length"
+    session, question = posed[3, 2]
     c = session.config
     assert question.answer == f"{2 * c.n_layers * c.n_kv_heads * c.head_dim * 4:,} bytes" == "46,080 bytes"
 

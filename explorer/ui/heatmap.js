@@ -266,13 +266,17 @@
     const gradient = trace.colorscale.map(([at, hex]) => `<stop offset="${1 - at}" stop-color="${hex}"/>`).reverse();
     const id = `bar-${Math.random().toString(36).slice(2, 9)}`;
     parts.push(`<linearGradient id="${id}" x1="0" x2="0" y1="0" y2="1">${gradient.join("")}</linearGradient>`);
-    parts.push(`<text x="${x}" y="${y - 8}" font-size="12">${escapeText(trace.colorbar?.title?.text || "")}</text>`);
+    parts.push(
+      `<text x="${x}" y="${y - 8}" font-size="${12 * textScale}">${escapeText(trace.colorbar?.title?.text || "")}</text>`,
+    );
     parts.push(
       `<rect x="${x}" y="${y}" width="12" height="${h}" fill="url(#${id})" stroke="#444" stroke-width="0.5"/>`,
     );
     for (let v = 0; v <= 1.0001; v += 0.2) {
       const ty = y + h - v * h;
-      parts.push(`<text x="${x + 16}" y="${ty}" dominant-baseline="middle" font-size="11">${+v.toFixed(1)}</text>`);
+      parts.push(
+        `<text x="${x + 16}" y="${ty}" dominant-baseline="middle" font-size="${11 * textScale}">${+v.toFixed(1)}</text>`,
+      );
     }
   }
 

@@ -54,6 +54,8 @@ body.presenter { --text-xxs: 13px; --text-xs: 15px; --text-sm: 17px; --text-md: 
   --body-text-size: 21px; --input-text-size: 21px; --button-large-text-size: 22px; --button-medium-text-size: 20px;
   --section-header-text-size: 20px; }
 body.presenter #token-strip .token, body.presenter #candidates table { font-size: 21px; }
+body.presenter .attention-tools { font-size: 15px; }
+body.presenter .attention-name { font-size: 18px; }
 #token-strip .textfield { line-height: 2.1; max-height: 10.5em; overflow-y: auto; }  /* 5 lines, then it scrolls */
 #candidates table { font-family: ui-monospace, monospace; }
 .explain { font-size: 0.92em; color: var(--body-text-color-subdued); }
@@ -541,7 +543,7 @@ def session_panel() -> dict:
     }  # fmt: skip
     made["candidates"] = gr.Dataframe(
         headers=["", "candidate", "probability", ""], datatype="str", interactive=False, elem_id="candidates",
-        label="Next-token candidates", max_height=260,  # it scrolls: the heatmap beside it stays in sight
+        label="Next-token candidates", max_height=228,  # it scrolls: the heatmap beside it stays in sight
         column_widths=["9%", "29%", "32%", "30%"],  # room for the longest bar (20 blocks)
     )  # fmt: skip
     gr.Markdown(texts.CANDIDATES, elem_classes="explain")
