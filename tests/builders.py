@@ -60,6 +60,25 @@ def tiny_llama(folder: Path, seed: int = 0) -> Path:
     return _save(LlamaForCausalLM(config), tokenizer, folder, seed)
 
 
+def tiny_qwen2(folder: Path, seed: int = 0) -> Path:
+    """Llama's design with biases on q, k and v (randomised: a zero bias would hide a missing one)."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    tokenizer = byte_bpe_tokenizer(folder)
+    torch.manual_seed(seed)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer), hidden_size=96, intermediate_size=160, num_hidden_layers=3,
+        num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=256, rope_theta=10000.0,
+        tie_word_embeddings=False, bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )  # fmt: skip
+    model = Qwen2ForCausalLM(config)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            for projection in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                projection.bias.normal_(0, 0.5)
+    return _save(model, tokenizer, folder, seed)
+
+
 def tiny_marian(folder: Path, seed: int = 0, never_end: bool = True) -> Path:
     """A tiny random Marian translator. ``never_end`` makes the end token improbable, so
     that greedy decoding of random weights runs long enough to test the cache."""

@@ -23,6 +23,7 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
     return {
         "gpt2": builders.tiny_gpt2(root / "tiny-gpt2"),
         "llama": builders.tiny_llama(root / "tiny-llama"),
+        "qwen2": builders.tiny_qwen2(root / "tiny-qwen2"),
         "marian": builders.tiny_marian(root / "tiny-marian"),
     }
 

@@ -12,7 +12,7 @@ TOL = 1e-4
 TEXT = "The quick brown fox: def add(a, b) in 2017."
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
 def test_decoder_only_matches_transformers(checkpoints, family):
     from transformers import AutoModelForCausalLM
 
@@ -89,3 +89,16 @@ def test_recording_off_keeps_nothing_and_changes_nothing(checkpoints):
         recorded = loaded.model(ids, record=Record.of("attention"))
     assert fast.trace.names() == []
     assert (fast.logits - recorded.logits).abs().max() <= 1e-5
+
+
+def test_a_qwen2_setting_the_explorer_lacks_is_named():
+    from explorer.loading import ModelLoadError
+    from explorer.loading.hf_convert import convert
+
+    config = {"model_type": "qwen2", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
+              "num_attention_heads": 2, "intermediate_size": 16, "max_position_embeddings": 32,
+              "use_sliding_window": True}  # fmt: skip
+    with pytest.raises(ModelLoadError, match=r"qwen2 .*use_sliding_window"):
+        convert(config, {})
+    with pytest.raises(ModelLoadError, match=r"'mamba' is not supported.*gpt2, llama, marian, qwen2"):
+        convert({"model_type": "mamba"}, {})

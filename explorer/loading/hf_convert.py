@@ -7,6 +7,7 @@ so they are transposed and split; Llama and Marian use nn.Linear (out, in) alrea
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import torch
@@ -161,6 +162,16 @@ def llama_weights(hf_state: dict[str, torch.Tensor], config: ModelConfig) -> dic
     return out
 
 
+# ---------------------------------------------------------------- Qwen2
+def qwen2_config(hf: dict) -> ModelConfig:
+    """Qwen2 and Qwen2.5: Llama's design, with biases on the query, key and value projections
+    (none on the output projection); the weights are named as Llama's."""
+    if hf.get("use_sliding_window"):
+        raise ModelLoadError("this qwen2 model uses sliding-window attention (use_sliding_window), not supported yet")
+    config = llama_config({**hf, "attention_bias": False})
+    return dataclasses.replace(config, family="qwen2", qkv_bias=True, out_bias=False)
+
+
 # ---------------------------------------------------------------- Marian
 def marian_config(hf: dict) -> ModelConfig:
     if hf.get("encoder_attention_heads") != hf.get("decoder_attention_heads"):
@@ -241,6 +252,7 @@ def marian_weights(hf_state: dict[str, torch.Tensor], config: ModelConfig) -> di
 FAMILIES = {
     "gpt2": (gpt2_config, gpt2_weights),
     "llama": (llama_config, llama_weights),
+    "qwen2": (qwen2_config, llama_weights),
     "marian": (marian_config, marian_weights),
 }
 
