@@ -116,8 +116,8 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     figures = p(*FIGURES)
 
     lesson_shown = {*restored, *p(*LESSON_VIEWS)}
-    loaded = [page.model, *settings, page.kept, page.lessons_done]
-    demo.load(on(page, lesson_events.on_page_load), loaded, lesson_shown)
+    demo.load(on(page, lesson_events.on_load), [page.model, *settings, page.kept], lesson_shown)
+    demo.load(on(page, lesson_events.on_progress), [page.lessons_done], [page.lesson], queue=False)
     wire_lessons(page, lesson_shown)
     demo.unload(release_closed_tab)
     # A step changes the step views, and the session views when the text changed (a new session).

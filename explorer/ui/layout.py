@@ -196,7 +196,7 @@ LABEL_FIGURES = """
     for (const empty of document.querySelectorAll('.empty[aria-label]:not([role])')) empty.setAttribute('role', 'img');
     // The drop zone is named "Click to upload or drop files" but shows other words: its own.
     for (const zone of document.querySelectorAll('button.upload-container')) {
-      const shown = zone.innerText.replace(/\\s+/g, ' ').trim();
+      const shown = zone.textContent.replace(/\\s+/g, ' ').trim();
       if (shown && zone.getAttribute('aria-label') !== shown) zone.setAttribute('aria-label', shown);
     }
     for (const g of document.querySelectorAll('.js-plotly-plot')) {

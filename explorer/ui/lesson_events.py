@@ -56,7 +56,8 @@ def step_text(number: int, index: int) -> str:
 
 
 def set_up(request: gr.Request, st: ExplorerState | None, number: int, index: int, done) -> Updates:
-    """Put lesson ``number``'s step ``index`` (from 0) on screen: its session, view and question."""
+    """Put lesson ``number``'s step ``index`` (from 0) on screen: its session, view and question
+    (``done``: what this browser answered, to tick the list; None leaves its ticks as they are)."""
     step = lessons.step_of(number, index)
     name = step.setup.model
     session = lessons.posed_session(model_store.get_model(name), step.setup)
@@ -71,7 +72,7 @@ def set_up(request: gr.Request, st: ExplorerState | None, number: int, index: in
     out |= render(st)  # the views again, with what the step switched off
     return {
         **out,
-        "lesson": gr.Dropdown(choices=lesson_choices(done), value=number),
+        "lesson": gr.Dropdown(value=number, **({} if done is None else {"choices": lesson_choices(done)})),
         "lesson_text": step_text(number, index),
         "lesson_answer": gr.Radio(choices=posed.options, value=None),
         "lesson_feedback": "",
@@ -123,19 +124,22 @@ def current_step(st: ExplorerState | None) -> LessonAt:
     return at
 
 
-def on_page_load(request: gr.Request, model_name, *inputs, progress=gr.Progress(track_tqdm=True)) -> Updates:
-    """A lesson link's step (``?lesson=3&step=2``), else what the page opens without one
-    (``lifecycle.on_load``); the lessons this browser finished are ticked either way."""
-    *others, done = inputs
+def on_load(request: gr.Request, model_name, *inputs, progress=gr.Progress(track_tqdm=True)) -> Updates:
+    """The page's first load: a lesson link's step (``?lesson=3&step=2``), else what the page
+    opens without one (``lifecycle.on_load``, whose inputs and name, the API's ``/on_load``, it keeps)."""
     try:
         linked = linked_step(request.query_params)
         if linked is not None:
             progress(0, desc=f"Setting up lesson {linked[0]}, step {linked[1] + 1}")
-            return set_up(request, None, *linked, done)
+            return set_up(request, None, *linked, done=None)
     except USER_ERRORS as error:
         gr.Warning(f"This lesson link cannot be opened: {error} The explorer opens as usual.")
-    opened = lifecycle.on_load(request, model_name, *others, progress=progress)
-    return {**opened, "lesson": gr.Dropdown(choices=lesson_choices(done))}
+    return lifecycle.on_load(request, model_name, *inputs, progress=progress)
+
+
+def on_progress(done) -> Updates:
+    """The lessons this browser finished, ticked in the list (a load event of its own)."""
+    return {"lesson": gr.Dropdown(choices=lesson_choices(done))}
 
 
 def linked_step(params: Mapping[str, str]) -> tuple[int, int] | None:
