@@ -79,6 +79,36 @@ def tiny_qwen2(folder: Path, seed: int = 0) -> Path:
     return _save(model, tokenizer, folder, seed)
 
 
+def tiny_mistral(folder: Path, seed: int = 0, window: int = 4096) -> Path:
+    """Mistral; by default its sliding window is longer than the context, and never applies."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    tokenizer = byte_bpe_tokenizer(folder)
+    torch.manual_seed(seed)
+    config = MistralConfig(
+        vocab_size=len(tokenizer), hidden_size=96, intermediate_size=160, num_hidden_layers=3,
+        num_attention_heads=6, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
+        sliding_window=window, tie_word_embeddings=False, bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )  # fmt: skip
+    return _save(MistralForCausalLM(config), tokenizer, folder, seed)
+
+
+def tiny_phi3(folder: Path, seed: int = 0) -> Path:
+    """Phi-3: fused qkv_proj and gate_up_proj, split on loading."""
+    from transformers import Phi3Config, Phi3ForCausalLM
+
+    tokenizer = byte_bpe_tokenizer(folder)
+    torch.manual_seed(seed)
+    config = Phi3Config(
+        vocab_size=len(tokenizer), hidden_size=96, intermediate_size=160, num_hidden_layers=3,
+        num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=256, sliding_window=None,
+        tie_word_embeddings=False, bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.eos_token_id,
+    )  # fmt: skip
+    return _save(Phi3ForCausalLM(config), tokenizer, folder, seed)
+
+
 def tiny_marian(folder: Path, seed: int = 0, never_end: bool = True) -> Path:
     """A tiny random Marian translator. ``never_end`` makes the end token improbable, so
     that greedy decoding of random weights runs long enough to test the cache."""

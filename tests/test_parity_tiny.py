@@ -12,7 +12,7 @@ TOL = 1e-4
 TEXT = "The quick brown fox: def add(a, b) in 2017."
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "mistral", "phi3"])
 def test_decoder_only_matches_transformers(checkpoints, family):
     from transformers import AutoModelForCausalLM
 
@@ -91,14 +91,33 @@ def test_recording_off_keeps_nothing_and_changes_nothing(checkpoints):
     assert (fast.logits - recorded.logits).abs().max() <= 1e-5
 
 
-def test_a_qwen2_setting_the_explorer_lacks_is_named():
+def test_settings_the_explorer_lacks_are_named():
     from explorer.loading import ModelLoadError
     from explorer.loading.hf_convert import convert
 
-    config = {"model_type": "qwen2", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
+    config = {"model_type": "phi3", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
               "num_attention_heads": 2, "intermediate_size": 16, "max_position_embeddings": 32,
-              "use_sliding_window": True}  # fmt: skip
-    with pytest.raises(ModelLoadError, match=r"qwen2 .*use_sliding_window"):
+              "partial_rotary_factor": 0.75}  # fmt: skip
+    with pytest.raises(ModelLoadError, match=r"phi3 .*partial_rotary_factor=0.75"):
         convert(config, {})
-    with pytest.raises(ModelLoadError, match=r"'mamba' is not supported.*gpt2, llama, marian, qwen2"):
+    with pytest.raises(ModelLoadError, match=r"'mamba' is not supported.*gpt2, llama, marian, mistral, phi3, qwen2"):
         convert({"model_type": "mamba"}, {})
+
+
+def test_a_short_sliding_window_becomes_the_context_window(tmp_path):
+    """The explorer does not draw a sliding window yet: within a window of 12 positions a model
+    is exactly transformers', and a 13th position is refused with the context window's message."""
+    from transformers import AutoModelForCausalLM
+
+    from explorer.model import ContextWindowError
+    from tests.builders import tiny_mistral
+
+    folder = tiny_mistral(tmp_path / "windowed", window=12)
+    loaded = explorer.load_model(str(folder))
+    assert loaded.config.max_positions == 12 and loaded.config.extra["sliding_window"] == 12
+    ref = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+    ids = torch.tensor([list(range(3, 15))])  # 12 positions
+    with torch.no_grad():
+        assert (loaded.model(ids).logits - ref(ids).logits).abs().max() <= TOL
+        with pytest.raises(ContextWindowError, match="context window of 12"):
+            loaded.model(torch.tensor([list(range(3, 16))]))

@@ -162,14 +162,59 @@ def llama_weights(hf_state: dict[str, torch.Tensor], config: ModelConfig) -> dic
     return out
 
 
-# ---------------------------------------------------------------- Qwen2
+# ---------------------------------------------------------------- Llama's relatives
+def window_as_context(config: ModelConfig, window: int | None) -> ModelConfig:
+    """A sliding attention window, which the explorer does not draw yet. One at least as long as
+    the context never applies; a shorter one becomes the context window: every position the model
+    is then given may read all earlier ones, as the window would let it, so results stay exact
+    (and a longer text gets the context window's message)."""
+    if not window or window >= config.max_positions:
+        return config
+    return dataclasses.replace(config, max_positions=window, extra={**config.extra, "sliding_window": window})
+
+
 def qwen2_config(hf: dict) -> ModelConfig:
     """Qwen2 and Qwen2.5: Llama's design, with biases on the query, key and value projections
     (none on the output projection); the weights are named as Llama's."""
-    if hf.get("use_sliding_window"):
-        raise ModelLoadError("this qwen2 model uses sliding-window attention (use_sliding_window), not supported yet")
     config = llama_config({**hf, "attention_bias": False})
-    return dataclasses.replace(config, family="qwen2", qkv_bias=True, out_bias=False)
+    config = dataclasses.replace(config, family="qwen2", qkv_bias=True, out_bias=False)
+    return window_as_context(config, hf.get("sliding_window") if hf.get("use_sliding_window") else None)
+
+
+def mistral_config(hf: dict) -> ModelConfig:
+    """Mistral: Llama's design with a sliding attention window (window_as_context)."""
+    return window_as_context(dataclasses.replace(llama_config(hf), family="mistral"), hf.get("sliding_window"))
+
+
+def phi3_config(hf: dict) -> ModelConfig:
+    """Phi-3: Llama's design, its query/key/value and gate/up projections each stored as one matrix."""
+    rope = hf.get("rope_parameters") or {}
+    partial = rope.get("partial_rotary_factor", hf.get("partial_rotary_factor")) or 1.0
+    if partial != 1.0:
+        raise ModelLoadError(
+            f"this phi3 model rotates part of each head (partial_rotary_factor={partial}), not supported yet"
+        )
+    config = dataclasses.replace(llama_config(hf), family="phi3")
+    return window_as_context(config, hf.get("sliding_window"))
+
+
+def phi3_weights(hf_state: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
+    """The fused matrices split into Llama's names: qkv_proj (q rows, then k, then v) and
+    gate_up_proj (gate rows, then up)."""
+    q_rows, kv_rows = config.n_heads * config.head_dim, config.n_kv_heads * config.head_dim
+    split = {}
+    for name, w in hf_state.items():
+        if name.endswith("self_attn.qkv_proj.weight"):
+            base = name.removesuffix("qkv_proj.weight")
+            q, k, v = w.split([q_rows, kv_rows, kv_rows])
+            split |= {f"{base}q_proj.weight": q, f"{base}k_proj.weight": k, f"{base}v_proj.weight": v}
+        elif name.endswith("mlp.gate_up_proj.weight"):
+            base = name.removesuffix("gate_up_proj.weight")
+            gate, up = w.split([config.d_ff, config.d_ff])
+            split |= {f"{base}gate_proj.weight": gate, f"{base}up_proj.weight": up}
+        else:
+            split[name] = w
+    return llama_weights(split, config)
 
 
 # ---------------------------------------------------------------- Marian
@@ -253,6 +298,8 @@ FAMILIES = {
     "gpt2": (gpt2_config, gpt2_weights),
     "llama": (llama_config, llama_weights),
     "qwen2": (qwen2_config, llama_weights),
+    "mistral": (mistral_config, llama_weights),
+    "phi3": (phi3_config, phi3_weights),
     "marian": (marian_config, marian_weights),
 }
 
