@@ -162,6 +162,11 @@ REGISTRY: dict[str, _Spec] = {
     "HuggingFaceTB/SmolLM2-135M-Instruct": _hub_spec(
         "HuggingFaceTB/SmolLM2-135M-Instruct", "SmolLM2-135M-Instruct in full precision from the Hub."
     ),
+    "Qwen/Qwen2.5-0.5B-Instruct": _hub_spec(
+        "Qwen/Qwen2.5-0.5B-Instruct",
+        "Qwen2.5-0.5B-Instruct (494M) from the Hub: Llama's design with biases on the queries, keys and values; "
+        "14 query heads sharing 2 key/value heads.",
+    ),
     "Helsinki-NLP/opus-mt-en-de": _hub_spec(
         "Helsinki-NLP/opus-mt-en-de", "opus-mt English-to-German translator (Marian, 6+6 layers) from the Hub.", True
     ),
