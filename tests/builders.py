@@ -79,6 +79,20 @@ def tiny_qwen2(folder: Path, seed: int = 0) -> Path:
     return _save(model, tokenizer, folder, seed)
 
 
+def tiny_qwen3(folder: Path, seed: int = 0) -> Path:
+    """Qwen3: q/k norms (randomised with the other norms) and a head size not d_model / heads."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    tokenizer = byte_bpe_tokenizer(folder)
+    torch.manual_seed(seed)
+    config = Qwen3Config(
+        vocab_size=len(tokenizer), hidden_size=96, intermediate_size=160, num_hidden_layers=3,
+        num_attention_heads=6, num_key_value_heads=2, head_dim=24, max_position_embeddings=256,
+        tie_word_embeddings=True, bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )  # fmt: skip
+    return _save(Qwen3ForCausalLM(config), tokenizer, folder, seed)
+
+
 def tiny_mistral(folder: Path, seed: int = 0, window: int = 4096) -> Path:
     """Mistral; by default its sliding window is longer than the context, and never applies."""
     from transformers import MistralConfig, MistralForCausalLM

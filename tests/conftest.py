@@ -24,6 +24,7 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
         "gpt2": builders.tiny_gpt2(root / "tiny-gpt2"),
         "llama": builders.tiny_llama(root / "tiny-llama"),
         "qwen2": builders.tiny_qwen2(root / "tiny-qwen2"),
+        "qwen3": builders.tiny_qwen3(root / "tiny-qwen3"),
         "mistral": builders.tiny_mistral(root / "tiny-mistral"),
         "phi3": builders.tiny_phi3(root / "tiny-phi3"),
         "marian": builders.tiny_marian(root / "tiny-marian"),

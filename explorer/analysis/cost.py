@@ -46,7 +46,10 @@ def architecture_rows(config: ModelConfig, parameters: int) -> list[tuple[str, s
         rows.append(("encoder layers", str(c.n_encoder_layers)))
     rows += [
         ("residual width (d_model)", str(c.d_model)),
-        ("attention heads", f"{c.n_heads} of {c.head_dim} dimensions"),
+        (
+            "attention heads",
+            f"{c.n_heads} of {c.head_dim} dimensions" + (", each query and key RMS-normalised" if c.qk_norm else ""),
+        ),
         ("key/value heads", grouped),
         ("feed-forward", ffn),
         ("norm", f"{NORM_NAMES[c.norm]}, {placement}" + (", and a final norm" if c.final_norm else "")),

@@ -135,6 +135,8 @@ LLAMA_LAYER_NAMES = {
     "self_attn.k_proj": "self_attn.k_proj",
     "self_attn.v_proj": "self_attn.v_proj",
     "self_attn.o_proj": "self_attn.o_proj",
+    "self_attn.q_norm": "self_attn.q_norm",  # Qwen3
+    "self_attn.k_norm": "self_attn.k_norm",
     "mlp.gate_proj": "ffn.gate_proj",
     "mlp.up_proj": "ffn.up_proj",
     "mlp.down_proj": "ffn.down_proj",
@@ -178,6 +180,13 @@ def qwen2_config(hf: dict) -> ModelConfig:
     (none on the output projection); the weights are named as Llama's."""
     config = llama_config({**hf, "attention_bias": False})
     config = dataclasses.replace(config, family="qwen2", qkv_bias=True, out_bias=False)
+    return window_as_context(config, hf.get("sliding_window") if hf.get("use_sliding_window") else None)
+
+
+def qwen3_config(hf: dict) -> ModelConfig:
+    """Qwen3: Qwen2 without the q/k/v biases, with an RMSNorm on each head's query and key, and a
+    head size of its own (not d_model / heads)."""
+    config = dataclasses.replace(llama_config(hf), family="qwen3", qk_norm=True)
     return window_as_context(config, hf.get("sliding_window") if hf.get("use_sliding_window") else None)
 
 
@@ -298,6 +307,7 @@ FAMILIES = {
     "gpt2": (gpt2_config, gpt2_weights),
     "llama": (llama_config, llama_weights),
     "qwen2": (qwen2_config, llama_weights),
+    "qwen3": (qwen3_config, llama_weights),
     "mistral": (mistral_config, llama_weights),
     "phi3": (phi3_config, phi3_weights),
     "marian": (marian_config, marian_weights),

@@ -26,6 +26,7 @@ from torch import nn
 from .batch import RowsKV
 from .cache import LayerKV
 from .config import ModelConfig
+from .norms import RMSNorm
 from .positions import rotate
 from .taps import Tap, current_run
 
@@ -108,6 +109,10 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(d, config.n_kv_heads * hd, bias=config.qkv_bias)
         self.v_proj = nn.Linear(d, config.n_kv_heads * hd, bias=config.qkv_bias)
         self.o_proj = nn.Linear(config.n_heads * hd, d, bias=config.out_bias)
+        # Qwen3 normalises each head's query and key (over its head_dim numbers) before rotary:
+        # the scores' scale then no longer grows with the residual stream's.
+        self.q_norm = RMSNorm(hd, config.norm_eps) if config.qk_norm else nn.Identity()
+        self.k_norm = RMSNorm(hd, config.norm_eps) if config.qk_norm else nn.Identity()
         self.input = Tap("sublayers")  # (B, Tq, d_model): what the queries are made from
         self.q = Tap("qk")  # (B, heads, Tq, hd), after rotary
         self.k = Tap("qk")  # (B, kv_heads, Tk, hd), after rotary; a cached step: the whole cache
@@ -123,7 +128,7 @@ class MultiHeadAttention(nn.Module):
 
     def project_kv(self, x_kv: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None = None) -> LayerKV:
         """Keys and values of x_kv (batch, T, d_model); rotary models rotate the keys."""
-        keys = self._split_heads(self.k_proj(x_kv), self.n_kv_heads)  # (B, kv_heads, T, hd)
+        keys = self.k_norm(self._split_heads(self.k_proj(x_kv), self.n_kv_heads))  # (B, kv_heads, T, hd)
         values = self._split_heads(self.v_proj(x_kv), self.n_kv_heads)  # (B, kv_heads, T, hd)
         if rotary is not None:
             keys = rotate(keys, rotary)
@@ -144,7 +149,7 @@ class MultiHeadAttention(nn.Module):
         ``RowsKV``: the rows are different sessions' steps, each over its own cache (batch.py).
         """
         batch, n_queries, _ = x_q.shape
-        q = self._split_heads(self.q_proj(self.input(x_q)), self.n_heads)  # (B, heads, Tq, hd)
+        q = self.q_norm(self._split_heads(self.q_proj(self.input(x_q)), self.n_heads))  # (B, heads, Tq, hd)
         if rotary is not None:  # (cos, sin) of the query positions
             q = rotate(q, rotary)
         if isinstance(kv, RowsKV):

@@ -41,6 +41,7 @@ class ModelConfig:
     activation: Activation = "gelu"
     gated_ffn: bool = False  # SwiGLU: down(act(gate(x)) * up(x))
     qkv_bias: bool = True
+    qk_norm: bool = False  # RMSNorm on each head's query and key before rotary (Qwen3)
     out_bias: bool = True
     ffn_bias: bool = True
     tie_embeddings: bool = True
