@@ -93,6 +93,25 @@ def tiny_qwen3(folder: Path, seed: int = 0) -> Path:
     return _save(Qwen3ForCausalLM(config), tokenizer, folder, seed)
 
 
+def tiny_opt(folder: Path, seed: int = 0) -> Path:
+    """OPT: ReLU, biases everywhere, a position table offset by two rows."""
+    from transformers import OPTConfig, OPTForCausalLM
+
+    tokenizer = byte_bpe_tokenizer(folder)
+    torch.manual_seed(seed)
+    config = OPTConfig(
+        vocab_size=len(tokenizer), hidden_size=96, ffn_dim=160, num_hidden_layers=3, num_attention_heads=6,
+        max_position_embeddings=256, word_embed_proj_dim=96, bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.eos_token_id,
+    )  # fmt: skip
+    model = OPTForCausalLM(config)
+    with torch.no_grad():  # freshly built biases are zeros: random ones catch a missing one
+        for name, p in model.named_parameters():
+            if name.endswith("bias") and "norm" not in name:
+                p.normal_(0, 0.2)
+    return _save(model, tokenizer, folder, seed)
+
+
 def tiny_mistral(folder: Path, seed: int = 0, window: int = 4096) -> Path:
     """Mistral; by default its sliding window is longer than the context, and never applies."""
     from transformers import MistralConfig, MistralForCausalLM

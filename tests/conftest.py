@@ -27,6 +27,7 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
         "qwen3": builders.tiny_qwen3(root / "tiny-qwen3"),
         "mistral": builders.tiny_mistral(root / "tiny-mistral"),
         "phi3": builders.tiny_phi3(root / "tiny-phi3"),
+        "opt": builders.tiny_opt(root / "tiny-opt"),
         "marian": builders.tiny_marian(root / "tiny-marian"),
     }
 
