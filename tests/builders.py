@@ -112,6 +112,25 @@ def tiny_opt(folder: Path, seed: int = 0) -> Path:
     return _save(model, tokenizer, folder, seed)
 
 
+def tiny_gpt_neox(folder: Path, seed: int = 0) -> Path:
+    """Pythia's design: parallel residual, rotary on a quarter of each head, fused per-head qkv."""
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    tokenizer = byte_bpe_tokenizer(folder)
+    torch.manual_seed(seed)
+    config = GPTNeoXConfig(
+        vocab_size=len(tokenizer), hidden_size=96, intermediate_size=160, num_hidden_layers=3,
+        num_attention_heads=6, max_position_embeddings=256, rotary_pct=0.25, use_parallel_residual=True,
+        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )  # fmt: skip
+    model = GPTNeoXForCausalLM(config)
+    with torch.no_grad():  # random biases: a zero one would hide a misplaced row of the fused matrix
+        for name, p in model.named_parameters():
+            if name.endswith("bias") and "norm" not in name:
+                p.normal_(0, 0.2)
+    return _save(model, tokenizer, folder, seed)
+
+
 def tiny_mistral(folder: Path, seed: int = 0, window: int = 4096) -> Path:
     """Mistral; by default its sliding window is longer than the context, and never applies."""
     from transformers import MistralConfig, MistralForCausalLM

@@ -28,6 +28,7 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
         "mistral": builders.tiny_mistral(root / "tiny-mistral"),
         "phi3": builders.tiny_phi3(root / "tiny-phi3"),
         "opt": builders.tiny_opt(root / "tiny-opt"),
+        "gpt_neox": builders.tiny_gpt_neox(root / "tiny-gpt-neox"),
         "marian": builders.tiny_marian(root / "tiny-marian"),
     }
 

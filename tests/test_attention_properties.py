@@ -11,7 +11,7 @@ from explorer.model import Record
 from explorer.model.attention import causal_mask
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "marian"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "marian"])
 def test_rows_sum_to_one_and_the_future_is_exactly_zero(checkpoints, family):
     loaded = explorer.load_model(str(checkpoints[family]))
     session = explorer.GenerationSession(loaded, "The quick brown fox jumps")

@@ -10,9 +10,11 @@ import explorer
 from explorer.model import Record
 
 N_STEPS = 50
+FAMILIES = ["gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "opt", "gpt_neox", "marian"]
 PROMPTS = {
     "gpt2": "The quick brown fox", "llama": "Attention is all", "qwen2": "Biases on q, k and v", "mistral": "A wind",
     "phi3": "Fused qkv", "qwen3": "Normalised queries", "opt": "Offset positions",
+    "gpt_neox": "Side by side",
     "marian": "twenty-one on March 3",
 }  # fmt: skip
 
@@ -70,7 +72,7 @@ def check_cache_parity(loaded, text):
                 assert np.abs(stitched - full_cross[layer]).max() <= 1e-5
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "opt", "marian"])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_cache_on_equals_cache_off_tiny(checkpoints, family):
     check_cache_parity(explorer.load_model(str(checkpoints[family])), PROMPTS[family])
 
@@ -115,7 +117,7 @@ def test_compare_cache_modes_checks_tokens(checkpoints):
     assert comparison.max_logit_difference <= 1e-4
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "opt", "marian"])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_sampling_gives_the_same_tokens_with_the_cache_on_and_off(checkpoints, family):
     """The README's claim for sampling, not only greedy: the seed is combined with the position,
     so both runs draw the same token at every step (and the draws are not all the greedy ones)."""
@@ -139,7 +141,7 @@ def test_sampling_gives_the_same_tokens_with_the_cache_on_and_off(checkpoints, f
     assert runs[True] != greedy.generated_ids  # it really sampled
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "opt", "marian"])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_attention_on_demand_equals_the_full_pass_after_undo_force_and_cache_switches(checkpoints, family):
     """The attention a view computes from the kept queries and keys is the full pass's, however
     the session got there: undo, a forced candidate, steps with the cache off and on again."""
@@ -190,7 +192,7 @@ def test_steps_run_the_fused_kernel_and_never_materialise_probabilities(checkpoi
     assert session.self_attention(0).shape[1:] == (len(session.token_ids),) * 2  # computed now, on demand
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "opt", "marian"])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_attention_viewed_between_operations_stays_the_full_pass(checkpoints, family):
     """A view keeps its layer's rows and, after a step, computes only the new row: viewed after
     every operation (and switching layers), it is still the full pass's; and an array handed out

@@ -12,7 +12,7 @@ import explorer
 from explorer.model import Record, ablate_heads, ablate_sublayer, patch_values, taps
 from explorer.model.taps import Intervention
 
-FAMILIES = ["gpt2", "llama", "marian"]
+FAMILIES = ["gpt2", "llama", "gpt_neox", "marian"]
 SOURCE = "twenty one and more"
 
 

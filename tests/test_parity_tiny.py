@@ -12,7 +12,7 @@ TOL = 1e-4
 TEXT = "The quick brown fox: def add(a, b) in 2017."
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "opt"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "opt", "gpt_neox"])
 def test_decoder_only_matches_transformers(checkpoints, family):
     from transformers import AutoModelForCausalLM
 
@@ -101,7 +101,8 @@ def test_settings_the_explorer_lacks_are_named():
     with pytest.raises(ModelLoadError, match=r"phi3 .*partial_rotary_factor=0.75"):
         convert(config, {})
     with pytest.raises(
-        ModelLoadError, match=r"'mamba' is not supported.*gpt2, llama, marian, mistral, opt, phi3, qwen2, qwen3"
+        ModelLoadError,
+        match=r"'mamba' is not supported.*gpt2, gpt_neox, llama, marian, mistral, opt, phi3, qwen2, qwen3",
     ):
         convert({"model_type": "mamba"}, {})
 

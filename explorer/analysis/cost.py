@@ -44,21 +44,32 @@ def architecture_rows(config: ModelConfig, parameters: int) -> list[tuple[str, s
     ]
     if c.is_encoder_decoder:
         rows.append(("encoder layers", str(c.n_encoder_layers)))
+    heads = f"{c.n_heads} of {c.head_dim} dimensions" + (", each query and key RMS-normalised" if c.qk_norm else "")
     rows += [
         ("residual width (d_model)", str(c.d_model)),
-        (
-            "attention heads",
-            f"{c.n_heads} of {c.head_dim} dimensions" + (", each query and key RMS-normalised" if c.qk_norm else ""),
-        ),
+        ("attention heads", heads),
         ("key/value heads", grouped),
         ("feed-forward", ffn),
         ("norm", f"{NORM_NAMES[c.norm]}, {placement}" + (", and a final norm" if c.final_norm else "")),
-        ("positions", POSITION_NAMES[c.positions] + (f" (theta {c.rope_theta:g})" if c.positions == "rope" else "")),
+    ]
+    if c.parallel_residual:
+        rows.append(("sublayers", "side by side: x + attention(norm1(x)) + feed-forward(norm2(x))"))
+    rows += [
+        ("positions", positions_text(c)),
         ("context window", f"{c.max_positions:,} positions"),
         ("vocabulary", f"{c.vocab_size:,} tokens"),
         ("output head", "tied to the token embeddings" if c.tie_embeddings else "its own weights"),
     ]
     return rows
+
+
+def positions_text(c: ModelConfig) -> str:
+    text = POSITION_NAMES[c.positions]
+    if c.positions == "rope":
+        text += f" (theta {c.rope_theta:g})"
+        if c.rotary_dim < c.head_dim:
+            text += f", on {c.rotary_dim} of each head's {c.head_dim} numbers"
+    return text
 
 
 @dataclass

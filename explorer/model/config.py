@@ -38,6 +38,8 @@ class ModelConfig:
     final_norm: bool = True  # a norm after the last layer (pre-norm models need one)
     positions: Positions = "learned"
     rope_theta: float = 10000.0
+    rotary_dim: int | None = None  # rotary on the first rotary_dim numbers of each head (Pythia: a quarter)
+    parallel_residual: bool = False  # x + attn(norm1(x)) + ffn(norm2(x)) (GPT-NeoX/Pythia)
     activation: Activation = "gelu"
     gated_ffn: bool = False  # SwiGLU: down(act(gate(x)) * up(x))
     qkv_bias: bool = True
@@ -62,6 +64,8 @@ class ModelConfig:
             if self.d_model % self.n_heads:
                 raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
             self.head_dim = self.d_model // self.n_heads
+        if self.rotary_dim is None:
+            self.rotary_dim = self.head_dim
         if self.n_heads % self.n_kv_heads:
             raise ValueError(f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}")
         if self.is_encoder_decoder and self.n_encoder_layers < 1:

@@ -100,7 +100,7 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        self.norm_first = config.norm_first
+        self.norm_first, self.parallel_residual = config.norm_first, config.parallel_residual
         self.self_attn = MultiHeadAttention(config)
         self.self_attn_norm = make_norm(config.norm, config.d_model, config.norm_eps)
         self.cross_attn: MultiHeadAttention | None = None
@@ -136,6 +136,9 @@ class DecoderLayer(nn.Module):
                     cache.cross_attn[index] = kv
             return self.cross_attn(h, kv, causal=False)
 
+        if self.parallel_residual:  # both sublayers read the same x; the sum after attention is a tap only
+            attended = self.resid_after_attn(x + self_attend(self.self_attn_norm(x)))
+            return self.resid_after_ffn(attended + self.ffn(self.ffn_norm(x)))
         x = self.resid_after_attn(with_residual(x, self.self_attn_norm, self_attend, self.norm_first))
         if self.cross_attn is not None:
             x = self.resid_after_cross(with_residual(x, self.cross_attn_norm, cross_attend, self.norm_first))

@@ -66,8 +66,12 @@ class RotaryPositions(nn.Module):
 
 
 def rotate(x: torch.Tensor, angles: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    """Rotate x (batch, heads, T, head_dim) by the rotary ``angles`` of its positions."""
+    """Rotate x (batch, heads, T, head_dim) by the rotary ``angles`` of its positions. Angles
+    narrower than the head (partial rotary, Pythia) rotate its first numbers; the rest pass."""
     cos, sin = angles
+    rotary_dim = cos.shape[-1]
+    if rotary_dim < x.shape[-1]:
+        return torch.cat([rotate(x[..., :rotary_dim], angles), x[..., rotary_dim:]], dim=-1)
     x1, x2 = x.chunk(2, dim=-1)
     rotated_half = torch.cat([-x2, x1], dim=-1)
     return x * cos + rotated_half * sin

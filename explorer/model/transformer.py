@@ -93,7 +93,7 @@ class Decoder(nn.Module):
         self.embed = InputEmbedding(config, embed_tokens)
         self.rotary: RotaryPositions | None = None
         if config.positions == "rope":
-            self.rotary = RotaryPositions(config.max_positions, config.head_dim, config.rope_theta)
+            self.rotary = RotaryPositions(config.max_positions, config.rotary_dim, config.rope_theta)
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_layers))
         self.final_norm = (
             make_norm(config.norm, config.d_model, config.norm_eps) if config.final_norm else nn.Identity()
