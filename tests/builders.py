@@ -146,7 +146,7 @@ def tiny_mistral(folder: Path, seed: int = 0, window: int = 4096) -> Path:
     return _save(MistralForCausalLM(config), tokenizer, folder, seed)
 
 
-def tiny_phi3(folder: Path, seed: int = 0) -> Path:
+def tiny_phi3(folder: Path, seed: int = 0, partial_rotary: float = 1.0) -> Path:
     """Phi-3: fused qkv_proj and gate_up_proj, split on loading."""
     from transformers import Phi3Config, Phi3ForCausalLM
 
@@ -155,8 +155,8 @@ def tiny_phi3(folder: Path, seed: int = 0) -> Path:
     config = Phi3Config(
         vocab_size=len(tokenizer), hidden_size=96, intermediate_size=160, num_hidden_layers=3,
         num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=256, sliding_window=None,
-        tie_word_embeddings=False, bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.eos_token_id,
+        partial_rotary_factor=partial_rotary, tie_word_embeddings=False, bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.eos_token_id,
     )  # fmt: skip
     return _save(Phi3ForCausalLM(config), tokenizer, folder, seed)
 

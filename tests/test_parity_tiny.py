@@ -95,16 +95,29 @@ def test_settings_the_explorer_lacks_are_named():
     from explorer.loading import ModelLoadError
     from explorer.loading.hf_convert import convert
 
-    config = {"model_type": "phi3", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
-              "num_attention_heads": 2, "intermediate_size": 16, "max_position_embeddings": 32,
-              "partial_rotary_factor": 0.75}  # fmt: skip
-    with pytest.raises(ModelLoadError, match=r"phi3 .*partial_rotary_factor=0.75"):
+    config = {"model_type": "opt", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
+              "num_attention_heads": 2, "ffn_dim": 16, "max_position_embeddings": 32,
+              "word_embed_proj_dim": 4}  # fmt: skip
+    with pytest.raises(ModelLoadError, match=r"opt .*word_embed_proj_dim"):
         convert(config, {})
-    with pytest.raises(
-        ModelLoadError,
-        match=r"'mamba' is not supported.*gpt2, gpt_neox, llama, marian, mistral, opt, phi3, qwen2, qwen3",
-    ):
+    families = "gpt2, gpt_neox, llama, marian, mistral, opt, phi3, qwen2, qwen3"
+    with pytest.raises(ModelLoadError, match=rf"'mamba' is not supported.*{families}"):
         convert({"model_type": "mamba"}, {})
+
+
+def test_phi3_with_partial_rotary_matches_transformers(tmp_path):
+    """Phi-4-mini's kind: rotary on the first half of each head only."""
+    from transformers import AutoModelForCausalLM
+
+    from tests.builders import tiny_phi3
+
+    folder = tiny_phi3(tmp_path / "partial", partial_rotary=0.5)
+    loaded = explorer.load_model(str(folder))
+    assert (loaded.config.rotary_dim, loaded.config.head_dim) == (8, 16)
+    ref = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+    ids = torch.tensor([loaded.tokenizer(TEXT)["input_ids"]])
+    with torch.no_grad():
+        assert (loaded.model(ids).logits - ref(ids).logits).abs().max() <= TOL
 
 
 def test_a_short_sliding_window_becomes_the_context_window(tmp_path):

@@ -196,14 +196,12 @@ def mistral_config(hf: dict) -> ModelConfig:
 
 
 def phi3_config(hf: dict) -> ModelConfig:
-    """Phi-3: Llama's design, its query/key/value and gate/up projections each stored as one matrix."""
+    """Phi-3 (and Phi-4-mini): Llama's design, its query/key/value and gate/up projections each
+    stored as one matrix; rotary on all of each head, or on its first part (partial_rotary_factor)."""
     rope = hf.get("rope_parameters") or {}
     partial = rope.get("partial_rotary_factor", hf.get("partial_rotary_factor")) or 1.0
-    if partial != 1.0:
-        raise ModelLoadError(
-            f"this phi3 model rotates part of each head (partial_rotary_factor={partial}), not supported yet"
-        )
-    config = dataclasses.replace(llama_config(hf), family="phi3")
+    config = llama_config(hf)
+    config = dataclasses.replace(config, family="phi3", rotary_dim=int(config.head_dim * partial))
     return window_as_context(config, hf.get("sliding_window"))
 
 
