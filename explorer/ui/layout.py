@@ -625,10 +625,11 @@ def model_tabs() -> dict:
         made["sandbox_info"] = gr.Markdown(elem_id="sandbox-info")
         made["sandbox_plot"] = gr.Plot(label="Attention without the mask", elem_id="sandbox-attention")
     with gr.Tab("Architecture and cost", id="architecture", elem_id="tab-architecture") as made["architecture_tab"]:
+        # Side by side where the views' column is wide (1920 px), one above the other at 1280.
         with gr.Row(equal_height=False):
-            with gr.Column(min_width=300):
+            with gr.Column(min_width=420):
                 made["architecture_info"] = gr.Markdown(elem_id="architecture")
-            with gr.Column(min_width=300):
+            with gr.Column(min_width=420):
                 made["cost_info"] = gr.Markdown(elem_id="step-cost")
         gr.Markdown(texts.ARCHITECTURE, elem_classes="explain")
     return made
