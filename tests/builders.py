@@ -60,105 +60,67 @@ def tiny_llama(folder: Path, seed: int = 0) -> Path:
     return _save(LlamaForCausalLM(config), tokenizer, folder, seed)
 
 
-def tiny_qwen2(folder: Path, seed: int = 0) -> Path:
-    """Llama's design with biases on q, k and v (randomised: a zero bias would hide a missing one)."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+# The newer families' tiny checkpoints: the same small shape, each with what makes its family.
+SMALL = {"hidden_size": 96, "num_hidden_layers": 3, "num_attention_heads": 6, "max_position_embeddings": 256}
 
+
+def _tiny_decoder(folder: Path, seed: int, family: str, random_biases: bool = False, **settings) -> Path:
+    """A tiny random ``family`` checkpoint (transformers' own classes) with our byte-level
+    tokenizer. ``random_biases``: freshly built biases are zeros, which would hide a missing or
+    misplaced one (a row of a fused matrix)."""
+    import transformers
+
+    config_class, model_class = (getattr(transformers, f"{family}{kind}") for kind in ("Config", "ForCausalLM"))
     tokenizer = byte_bpe_tokenizer(folder)
     torch.manual_seed(seed)
-    config = Qwen2Config(
-        vocab_size=len(tokenizer), hidden_size=96, intermediate_size=160, num_hidden_layers=3,
-        num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=256, rope_theta=10000.0,
-        tie_word_embeddings=False, bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
-    )  # fmt: skip
-    model = Qwen2ForCausalLM(config)
-    with torch.no_grad():
-        for layer in model.model.layers:
-            for projection in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
-                projection.bias.normal_(0, 0.5)
+    ends = {"bos_token_id": tokenizer.eos_token_id, "eos_token_id": tokenizer.eos_token_id}
+    model = model_class(config_class(vocab_size=len(tokenizer), **SMALL, **ends, **settings))
+    if random_biases:
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name.endswith("bias") and "norm" not in name:
+                    p.normal_(0, 0.3)
     return _save(model, tokenizer, folder, seed)
+
+
+def tiny_qwen2(folder: Path, seed: int = 0) -> Path:
+    """Llama's design with biases on q, k and v."""
+    return _tiny_decoder(folder, seed, "Qwen2", random_biases=True, intermediate_size=160, num_key_value_heads=2)
 
 
 def tiny_qwen3(folder: Path, seed: int = 0) -> Path:
     """Qwen3: q/k norms (randomised with the other norms) and a head size not d_model / heads."""
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
-    tokenizer = byte_bpe_tokenizer(folder)
-    torch.manual_seed(seed)
-    config = Qwen3Config(
-        vocab_size=len(tokenizer), hidden_size=96, intermediate_size=160, num_hidden_layers=3,
-        num_attention_heads=6, num_key_value_heads=2, head_dim=24, max_position_embeddings=256,
-        tie_word_embeddings=True, bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
-    )  # fmt: skip
-    return _save(Qwen3ForCausalLM(config), tokenizer, folder, seed)
+    return _tiny_decoder(
+        folder, seed, "Qwen3", intermediate_size=160, num_key_value_heads=2, head_dim=24, tie_word_embeddings=True
+    )
 
 
 def tiny_opt(folder: Path, seed: int = 0) -> Path:
     """OPT: ReLU, biases everywhere, a position table offset by two rows."""
-    from transformers import OPTConfig, OPTForCausalLM
-
-    tokenizer = byte_bpe_tokenizer(folder)
-    torch.manual_seed(seed)
-    config = OPTConfig(
-        vocab_size=len(tokenizer), hidden_size=96, ffn_dim=160, num_hidden_layers=3, num_attention_heads=6,
-        max_position_embeddings=256, word_embed_proj_dim=96, bos_token_id=tokenizer.eos_token_id,
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.eos_token_id,
-    )  # fmt: skip
-    model = OPTForCausalLM(config)
-    with torch.no_grad():  # freshly built biases are zeros: random ones catch a missing one
-        for name, p in model.named_parameters():
-            if name.endswith("bias") and "norm" not in name:
-                p.normal_(0, 0.2)
-    return _save(model, tokenizer, folder, seed)
+    return _tiny_decoder(folder, seed, "OPT", random_biases=True, ffn_dim=160, word_embed_proj_dim=96)
 
 
 def tiny_gpt_neox(folder: Path, seed: int = 0) -> Path:
     """Pythia's design: parallel residual, rotary on a quarter of each head, fused per-head qkv."""
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
-
-    tokenizer = byte_bpe_tokenizer(folder)
-    torch.manual_seed(seed)
-    config = GPTNeoXConfig(
-        vocab_size=len(tokenizer), hidden_size=96, intermediate_size=160, num_hidden_layers=3,
-        num_attention_heads=6, max_position_embeddings=256, rotary_pct=0.25, use_parallel_residual=True,
-        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
+    return _tiny_decoder(
+        folder, seed, "GPTNeoX", random_biases=True, intermediate_size=160, rotary_pct=0.25,
+        use_parallel_residual=True,
     )  # fmt: skip
-    model = GPTNeoXForCausalLM(config)
-    with torch.no_grad():  # random biases: a zero one would hide a misplaced row of the fused matrix
-        for name, p in model.named_parameters():
-            if name.endswith("bias") and "norm" not in name:
-                p.normal_(0, 0.2)
-    return _save(model, tokenizer, folder, seed)
 
 
 def tiny_mistral(folder: Path, seed: int = 0, window: int = 4096) -> Path:
     """Mistral; by default its sliding window is longer than the context, and never applies."""
-    from transformers import MistralConfig, MistralForCausalLM
-
-    tokenizer = byte_bpe_tokenizer(folder)
-    torch.manual_seed(seed)
-    config = MistralConfig(
-        vocab_size=len(tokenizer), hidden_size=96, intermediate_size=160, num_hidden_layers=3,
-        num_attention_heads=6, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
-        sliding_window=window, tie_word_embeddings=False, bos_token_id=tokenizer.eos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )  # fmt: skip
-    return _save(MistralForCausalLM(config), tokenizer, folder, seed)
+    return _tiny_decoder(
+        folder, seed, "Mistral", intermediate_size=160, num_key_value_heads=2, head_dim=16, sliding_window=window
+    )
 
 
 def tiny_phi3(folder: Path, seed: int = 0, partial_rotary: float = 1.0) -> Path:
     """Phi-3: fused qkv_proj and gate_up_proj, split on loading."""
-    from transformers import Phi3Config, Phi3ForCausalLM
-
-    tokenizer = byte_bpe_tokenizer(folder)
-    torch.manual_seed(seed)
-    config = Phi3Config(
-        vocab_size=len(tokenizer), hidden_size=96, intermediate_size=160, num_hidden_layers=3,
-        num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=256, sliding_window=None,
-        partial_rotary_factor=partial_rotary, tie_word_embeddings=False, bos_token_id=tokenizer.eos_token_id,
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.eos_token_id,
+    return _tiny_decoder(
+        folder, seed, "Phi3", intermediate_size=160, num_key_value_heads=2, sliding_window=None,
+        partial_rotary_factor=partial_rotary, pad_token_id=0,
     )  # fmt: skip
-    return _save(Phi3ForCausalLM(config), tokenizer, folder, seed)
 
 
 def tiny_marian(folder: Path, seed: int = 0, never_end: bool = True) -> Path:
