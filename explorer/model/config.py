@@ -23,7 +23,7 @@ class ModelConfig:
     ``head_dim`` the size of one attention head (``d_model // n_heads`` unless given).
     """
 
-    family: str  # "gpt2" | "llama" | "qwen2" | "marian": where the weights came from, for display
+    family: str  # the checkpoint's model_type ("gpt2", "llama", "gpt_neox", "marian", ...), for display
     vocab_size: int
     d_model: int
     n_layers: int  # decoder layers

@@ -25,9 +25,9 @@ from explorer.ui.render import (
     compare_tab,
     kept_value,
     patching_tab,
-    plot,
     render,
     self_heatmap,
+    shown_plot,
     tab_views,
 )
 from explorer.ui.tab import NO_MODEL, PROFILE_ENV, USER_ERRORS, current, log, new_session, require, tab_event
@@ -193,17 +193,19 @@ def on_role_click(st, event: gr.SelectData):
 
 @tab_event
 def on_image_format(st, value):
-    if st is None or st.session is None or value not in ("png", "svg"):
-        return gr.skip()
-    st.image_format = value
-    return tab_views(st)
+    return figure_setting(st, "image_format", value, ("png", "svg"))
 
 
 @tab_event
 def on_colour_scale(st, value):
-    if st is None or st.session is None or value not in SCALES:
+    return figure_setting(st, "colour_scale", value, SCALES)
+
+
+def figure_setting(st: ExplorerState | None, name: str, value, allowed) -> Updates:
+    """A setting of how figures are drawn changed: the open tab's figures again."""
+    if st is None or st.session is None or value not in allowed:
         return gr.skip()
-    st.colour_scale = value
+    setattr(st, name, value)
     return tab_views(st)
 
 
@@ -324,7 +326,7 @@ def on_sandbox(st) -> Updates:
     st.keep("sandbox", proof.unmasked_pass(st.session, st.layer))
     return {
         "sandbox_info": insights.sandbox_summary(st),
-        "sandbox_plot": plot(insights.sandbox_figure(st), st.image_format, "sandbox", st.colour_scale),
+        "sandbox_plot": shown_plot(st, insights.sandbox_figure(st), "sandbox"),
     }
 
 
@@ -334,7 +336,7 @@ def on_compare(st, progress=gr.Progress()) -> Updates:
     progress(0, desc="Rerunning with the cache on and off")
     st.comparison = st.session.compare_cache_modes()
     return {
-        "timing_plot": plot(views.timing_figure(st), st.image_format, "timing", st.colour_scale),
+        "timing_plot": shown_plot(st, views.timing_figure(st), "timing"),
         "cache_info": views.cache_summary(st),
     }
 

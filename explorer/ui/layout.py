@@ -392,7 +392,7 @@ def build_page(browser_secret: str) -> Page:
 
     Made for a projector: the model, the text and the buttons on one row; under it the tokens and
     the candidates on the left and the views on the right, so that after a Step the button, the
-    strip, the candidates and the heatmap are all in sight at 1280x720 (tests/browser/test_teaching.py).
+    strip, the candidates and the heatmap are all in sight at 1280x720 (tests/browser/test_projector.py).
     The settings follow the candidates, below the fold. On a phone everything stacks in that order.
     """
     made: dict = {

@@ -68,8 +68,10 @@ def set_up(request: gr.Request, st: ExplorerState | None, number: int, index: in
     out = show_session(request, st, name, session, view)
     st = out["state"]
     st.lesson = LessonAt(number, index, posed)
-    st.switched_off = SwitchedOff(posed.switched_off)  # each step sets up the whole view: none but its own
-    out |= render(st)  # the views again, with what the step switched off
+    switched_off = SwitchedOff(posed.switched_off)  # each step sets up the whole view: none but its own
+    if switched_off != st.switched_off:
+        st.switched_off = switched_off
+        out |= render(st)  # the views again, with what the step switched off crossed out
     return {
         **out,
         "lesson": gr.Dropdown(value=number, **({} if done is None else {"choices": lesson_choices(done)})),

@@ -16,7 +16,7 @@ from explorer.session import InputError
 from explorer.ui import experiment_views, insights, model_store, views
 from explorer.ui.layout import SESSION_BUTTONS
 from explorer.ui.views import MEAN, ExplorerState
-from explorer.viz.colours import DEFAULT_SCALE, recoloured
+from explorer.viz.colours import recoloured
 from explorer.viz.figure_json import figure_json
 
 Updates = dict[str, object]
@@ -45,26 +45,12 @@ MODEL_VIEWS = (
 )  # fmt: skip
 
 
-def with_download(figure: dict, image_format: str, name: str, scale: str = DEFAULT_SCALE) -> dict:
-    """The figure in the page's colour scale, with its config: what its download button saves
+def with_download(figure: dict, st: ExplorerState, name: str) -> dict:
+    """The figure in this tab's colour scale, with its config: what its download button saves
     (Plotly's camera button, in the bar shown on hover, and the heatmap component's own button
     read the same setting)."""
-    download = {"format": image_format, "filename": f"decoder-explorer-{name}"}
-    return {**recoloured(figure, scale), "config": {"displaylogo": False, "toImageButtonOptions": download}}
-
-
-def plot(
-    figure: dict | None, image_format: str = "png", name: str = "figure", scale: str = DEFAULT_SCALE
-) -> PlotData | None:
-    """A figure dict straight to gr.Plot's payload (given a go.Figure, Gradio would validate it first)."""
-    if figure is None:
-        return None
-    return PlotData(type="plotly", plot=figure_json(with_download(figure, image_format, name, scale)))
-
-
-def heatmap(figure: dict | None, image_format: str, name: str, scale: str = DEFAULT_SCALE) -> dict | None:
-    """A figure dict as the heatmap component's value (explorer/ui/heatmap.py draws it)."""
-    return None if figure is None else with_download(figure, image_format, name, scale)
+    download = {"format": st.image_format, "filename": f"decoder-explorer-{name}"}
+    return {**recoloured(figure, st.colour_scale), "config": {"displaylogo": False, "toImageButtonOptions": download}}
 
 
 def render(st: ExplorerState, *, full: bool = False, with_figures: bool = True) -> Updates:
@@ -109,8 +95,16 @@ def tab_figures(st: ExplorerState) -> Updates:
     return FIGURES_OF_TAB[st.tab](st)
 
 
-def _figure(st: ExplorerState, figure: dict | None, name: str) -> PlotData | None:
-    return plot(figure, st.image_format, name, st.colour_scale)
+def shown_plot(st: ExplorerState, figure: dict | None, name: str) -> PlotData | None:
+    """A figure dict straight to gr.Plot's payload (given a go.Figure, Gradio would validate it first)."""
+    if figure is None:
+        return None
+    return PlotData(type="plotly", plot=figure_json(with_download(figure, st, name)))
+
+
+def shown_heatmap(st: ExplorerState, figure: dict | None, name: str) -> dict | None:
+    """A figure dict as the attention heatmap component's value (explorer/ui/heatmap.py draws it)."""
+    return None if figure is None else with_download(figure, st, name)
 
 
 def self_tab(st: ExplorerState) -> Updates:
@@ -119,15 +113,13 @@ def self_tab(st: ExplorerState) -> Updates:
 
 def self_heatmap(st: ExplorerState) -> dict:
     """The self-attention heatmap's value (drawn by the page's own component, explorer/ui/heatmap.py)."""
-    return heatmap(views.self_attention_figure(st), st.image_format, "self-attention", st.colour_scale)
+    return shown_heatmap(st, views.self_attention_figure(st), "self-attention")
 
 
 def cross_tab(st: ExplorerState) -> Updates:
     return {
-        "cross_plot": heatmap(views.cross_attention_figure(st), st.image_format, "cross-attention", st.colour_scale),
-        "encoder_plot": heatmap(
-            views.encoder_attention_figure(st), st.image_format, "encoder-attention", st.colour_scale
-        ),
+        "cross_plot": shown_heatmap(st, views.cross_attention_figure(st), "cross-attention"),
+        "encoder_plot": shown_heatmap(st, views.encoder_attention_figure(st), "encoder-attention"),
     }
 
 
@@ -135,7 +127,7 @@ def roles_tab(st: ExplorerState) -> Updates:
     try:
         return {
             "roles_image": insights.roles_image(st), "roles_info": insights.roles_summary(st),
-            "role_head_plot": _figure(st, insights.role_head_figure(st), "head"),
+            "role_head_plot": shown_plot(st, insights.role_head_figure(st), "head"),
         }  # fmt: skip
     except InputError as error:  # too few tokens yet: say so in place
         return {"roles_image": None, "roles_info": str(error), "role_head_plot": None}
@@ -146,16 +138,16 @@ def ablation_tab(st: ExplorerState) -> Updates:
     choice typed while the tab opened would be overwritten; the callbacks that change it set it.)"""
     return {
         "ablation_info": insights.ablation_summary(st),
-        "ablation_plot": _figure(st, insights.ablation_figure(st), "switched-off"),
+        "ablation_plot": shown_plot(st, insights.ablation_figure(st), "switched-off"),
     }
 
 
 def patching_tab(st: ExplorerState) -> Updates:
     residual, heads, decoder = insights.patching_figures(st)
     return {
-        "patching_info": insights.patching_summary(st), "patching_plot": _figure(st, residual, "patching"),
-        "patching_heads_plot": _figure(st, heads, "patching-heads"),
-        "patching_decoder_plot": _figure(st, decoder, "patching-decoder"),
+        "patching_info": insights.patching_summary(st), "patching_plot": shown_plot(st, residual, "patching"),
+        "patching_heads_plot": shown_plot(st, heads, "patching-heads"),
+        "patching_decoder_plot": shown_plot(st, decoder, "patching-decoder"),
     }  # fmt: skip
 
 
@@ -171,7 +163,8 @@ def attribution_tab(st: ExplorerState) -> Updates:
         "attribution_target": gr.Dropdown(choices=choices, value=chosen if chosen in values else (values or [None])[0]),
         "attribution_info": experiment_views.attribution_summary(st),
         "attribution_strip": experiment_views.attribution_strip(st),
-        "attribution_plot": _figure(st, chart, "attribution"), "alignment_plot": _figure(st, alignment, "alignment"),
+        "attribution_plot": shown_plot(st, chart, "attribution"),
+        "alignment_plot": shown_plot(st, alignment, "alignment"),
     }  # fmt: skip
 
 
@@ -180,24 +173,24 @@ def compare_tab(st: ExplorerState) -> Updates:
     return {
         "compare_info": experiment_views.comparison_summary(st),
         "compare_tokens": experiment_views.comparison_tokens(st),
-        "compare_plot": _figure(st, chart, "compared"),
-        "compare_attention_plot": _figure(st, difference, "attention-a-minus-b"),
+        "compare_plot": shown_plot(st, chart, "compared"),
+        "compare_attention_plot": shown_plot(st, difference, "attention-a-minus-b"),
     }
 
 
 def proof_tab(st: ExplorerState) -> Updates:
     return {
         "parallel_info": insights.parallel_summary(st), "sandbox_info": insights.sandbox_summary(st),
-        "sandbox_plot": _figure(st, insights.sandbox_figure(st), "sandbox"),
+        "sandbox_plot": shown_plot(st, insights.sandbox_figure(st), "sandbox"),
     }  # fmt: skip
 
 
 FIGURES_OF_TAB = {
     "self": self_tab,
     "cross": cross_tab,
-    "layers": lambda st: {"layers_plot": _figure(st, views.every_layer_figure(st), "every-layer")},
-    "cache": lambda st: {"timing_plot": _figure(st, views.timing_figure(st), "timing")},
-    "lens": lambda st: {"lens_plot": _figure(st, insights.lens_figure(st), "logit-lens")},
+    "layers": lambda st: {"layers_plot": shown_plot(st, views.every_layer_figure(st), "every-layer")},
+    "cache": lambda st: {"timing_plot": shown_plot(st, views.timing_figure(st), "timing")},
+    "lens": lambda st: {"lens_plot": shown_plot(st, insights.lens_figure(st), "logit-lens")},
     "roles": roles_tab,
     "ablation": ablation_tab,
     "patching": patching_tab,
