@@ -97,10 +97,15 @@ def current(st, text_value, chat_value, *settings) -> tuple[ExplorerState, bool]
     return st, False
 
 
+def tab_tag(session_hash: str) -> str:
+    """A name for a tab that is safe in paths and logs: the session hash comes from the browser
+    (it could hold "../"), and a log should not carry what lets someone act as that tab."""
+    return hashlib.sha256(session_hash.encode("utf-8", "replace")).hexdigest()[:32]
+
+
 def saved_session_folder(request: gr.Request) -> Path:
-    """This tab's folder for its saved session. The session hash comes from the browser, so it
-    is hashed rather than used as a path (it could hold "../")."""
-    return SAVED_SESSIONS / hashlib.sha256(request.session_hash.encode("utf-8", "replace")).hexdigest()[:32]
+    """This tab's folder for its saved session."""
+    return SAVED_SESSIONS / tab_tag(request.session_hash)
 
 
 def release_closed_tab(request: gr.Request) -> None:
@@ -110,4 +115,4 @@ def release_closed_tab(request: gr.Request) -> None:
         with st.lock:  # after the step that may be running
             if st.session is not None:
                 st.release()
-                log.info("released the session of a closed browser tab")
+                log.info("released the session of a closed browser tab (tab %s)", tab_tag(request.session_hash)[:12])
