@@ -172,8 +172,11 @@ class AttentionInputs:
     positions. (The heatmap and the all-heads image show one layer; a view of every layer
     computes each in turn.)"""
 
-    def __init__(self, n_layers: int, causal: bool, max_rows: int) -> None:
-        self.causal, self.max_rows = causal, max_rows
+    def __init__(
+        self, n_layers: int, causal: bool, max_rows: int, scale: float, windows: list[int | None] | None = None
+    ) -> None:
+        self.causal, self.max_rows, self.scale = causal, max_rows, scale  # scale: ModelConfig.score_scale
+        self.windows = windows or [None] * n_layers  # each layer's sliding window (ModelConfig.window_of)
         self.queries = [GrowingRows(max_rows) for _ in range(n_layers)]
         self.keys = [GrowingRows(max_rows) for _ in range(n_layers)]
         self._kept: tuple[int, AttentionRows] | None = None  # (layer, its rows) a view asked for last
@@ -213,8 +216,10 @@ class AttentionInputs:
         keys = self.keys[layer].all()  # (kv_heads, Tk, hd)
         if self.causal:
             keys = keys[:, :last]  # a query's future keys get zero weight: not needed
-        mask = causal_mask(q.shape[1], keys.shape[1], q.device, first_query=first) if self.causal else None
-        return attention_weights(q[None].float(), keys[None].float(), mask)[0].cpu().numpy()
+        mask = None
+        if self.causal:
+            mask = causal_mask(q.shape[1], keys.shape[1], q.device, first_query=first, window=self.windows[layer])
+        return attention_weights(q[None].float(), keys[None].float(), mask, self.scale)[0].cpu().numpy()
 
     def probabilities(self, layer: int, first: int = 0, last: int | None = None) -> np.ndarray:
         """(heads, queries, keys) float32 for the queries at positions first .. last - 1, every key
@@ -272,8 +277,10 @@ class GenerationSession:
         self.model_device = next(self.model.parameters()).device
         self.encoder_probs: list[np.ndarray] = []  # per layer (heads, S, S): small, computed once
         n_cross = self.config.n_layers if self.is_encoder_decoder else 0
-        self.self_inputs = AttentionInputs(self.config.n_layers, causal=True, max_rows=self.max_positions)
-        self.cross_inputs = AttentionInputs(n_cross, causal=False, max_rows=self.max_positions)
+        windows = [self.config.window_of(i) for i in range(self.config.n_layers)]
+        scale = self.config.score_scale
+        self.self_inputs = AttentionInputs(self.config.n_layers, True, self.max_positions, scale, windows)
+        self.cross_inputs = AttentionInputs(n_cross, causal=False, max_rows=self.max_positions, scale=scale)
         self._next_logits: torch.Tensor | None = None  # (vocab,) for the next position
         # (layers + 1, d_model): the newest position's residual stream after the embeddings and
         # after each layer, kept from the pass that processed it (the logit lens reads it).

@@ -123,6 +123,26 @@ def tiny_phi3(folder: Path, seed: int = 0, partial_rotary: float = 1.0) -> Path:
     )  # fmt: skip
 
 
+def tiny_gemma3(folder: Path, seed: int = 0, window: int = 6) -> Path:
+    """Gemma 3: sliding layers (a window of 6) between global ones, each kind with its own rotary
+    base; norms around each sublayer (stored as weight - 1), q/k norms, GeGLU, scores
+    scaled by 1/sqrt(query_pre_attn_scalar) with that scalar not the head size."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    tokenizer = byte_bpe_tokenizer(folder)
+    torch.manual_seed(seed)
+    config = Gemma3TextConfig(
+        vocab_size=len(tokenizer), hidden_size=96, intermediate_size=160, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32, query_pre_attn_scalar=24,
+        max_position_embeddings=256, sliding_window=window,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 100.0}},
+        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=0,
+    )  # fmt: skip
+    return _save(Gemma3ForCausalLM(config), tokenizer, folder, seed)
+
+
 def tiny_marian(folder: Path, seed: int = 0, never_end: bool = True) -> Path:
     """A tiny random Marian translator. ``never_end`` makes the end token improbable, so
     that greedy decoding of random weights runs long enough to test the cache."""

@@ -29,6 +29,7 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
         "phi3": builders.tiny_phi3(root / "tiny-phi3"),
         "opt": builders.tiny_opt(root / "tiny-opt"),
         "gpt_neox": builders.tiny_gpt_neox(root / "tiny-gpt-neox"),
+        "gemma3_text": builders.tiny_gemma3(root / "tiny-gemma3"),
         "marian": builders.tiny_marian(root / "tiny-marian"),
     }
 

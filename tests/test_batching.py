@@ -1,5 +1,5 @@
 """Steps of many sessions in one batch (explorer/batching.py): every session gets exactly the
-step it would have had alone, on three families, at different lengths, with the cache on and
+step it would have had alone, on four families (one with sliding windows), at different lengths, with the cache on and
 off, and with sessions that cannot step in the same batch."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from explorer.session import SessionFinished
 TEXTS = {
     "gpt2": ["The quick brown fox jumps over the lazy dog.", "def add(a, b):", "Attention"],
     "llama": ["Transformers generate text one token at a time.", "The", "Attention is all you need"],
+    "gemma3_text": ["A window of six slides along the text", "def add(a, b):", "Attention is all you need"],
     "marian": ["twenty-one", "three hundred and forty-two", "Wednesday, March 3, 2021"],
 }
 

@@ -12,7 +12,10 @@ TOL = 1e-4
 TEXT = "The quick brown fox: def add(a, b) in 2017."
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "opt", "gpt_neox"])
+DECODERS = ["gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "opt", "gpt_neox", "gemma3_text"]
+
+
+@pytest.mark.parametrize("family", DECODERS)
 def test_decoder_only_matches_transformers(checkpoints, family):
     from transformers import AutoModelForCausalLM
 
@@ -100,7 +103,7 @@ def test_settings_the_explorer_lacks_are_named():
               "word_embed_proj_dim": 4}  # fmt: skip
     with pytest.raises(ModelLoadError, match=r"opt .*word_embed_proj_dim"):
         convert(config, {})
-    families = "gpt2, gpt_neox, llama, marian, mistral, opt, phi3, qwen2, qwen3"
+    families = "gemma3_text, gpt2, gpt_neox, llama, marian, mistral, opt, phi3, qwen2, qwen3"
     with pytest.raises(ModelLoadError, match=rf"'mamba' is not supported.*{families}"):
         convert({"model_type": "mamba"}, {})
 
@@ -120,20 +123,39 @@ def test_phi3_with_partial_rotary_matches_transformers(tmp_path):
         assert (loaded.model(ids).logits - ref(ids).logits).abs().max() <= TOL
 
 
-def test_a_short_sliding_window_becomes_the_context_window(tmp_path):
-    """The explorer does not draw a sliding window yet: within a window of 12 positions a model
-    is exactly transformers', and a 13th position is refused with the context window's message."""
+def test_a_sliding_window_hides_what_is_further_back_as_in_transformers(tmp_path):
+    """Mistral with a window of 8 on a text three times as long: every layer's attention and the
+    logits are transformers', and each query reads exactly its last 8 positions."""
     from transformers import AutoModelForCausalLM
 
-    from explorer.model import ContextWindowError
     from tests.builders import tiny_mistral
 
-    folder = tiny_mistral(tmp_path / "windowed", window=12)
+    folder = tiny_mistral(tmp_path / "windowed", window=8)
     loaded = explorer.load_model(str(folder))
-    assert loaded.config.max_positions == 12 and loaded.config.extra["sliding_window"] == 12
+    assert loaded.config.sliding_window == 8 and loaded.config.window_of(1) == 8
     ref = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
-    ids = torch.tensor([list(range(3, 15))])  # 12 positions
+    ids = torch.tensor([loaded.tokenizer(TEXT)["input_ids"]])
+    assert ids.shape[1] >= 24
     with torch.no_grad():
-        assert (loaded.model(ids).logits - ref(ids).logits).abs().max() <= TOL
-        with pytest.raises(ContextWindowError, match="context window of 12"):
-            loaded.model(torch.tensor([list(range(3, 16))]))
+        expected = ref(ids, output_attentions=True)
+        ours = loaded.model(ids, record=Record.of("attention"))
+    assert (ours.logits - expected.logits).abs().max() <= TOL
+    for layer in range(loaded.config.n_layers):
+        probs = ours.trace.self_attention(layer)[0]  # (heads, T, T)
+        assert (probs - expected.attentions[layer][0]).abs().max() <= TOL
+        reads = (probs > 0).sum(-1)  # (heads, T): how many keys each query reads
+        assert reads.max() == 8 and (reads[:, 7:] == 8).all()
+
+
+def test_gemma3_layers_alternate_local_and_global(checkpoints):
+    """The tiny Gemma 3: layers 0 and 2 read a window of 6, layers 1 and 3 everything before."""
+    loaded = explorer.load_model(str(checkpoints["gemma3_text"]))
+    config = loaded.config
+    assert [config.window_of(i) for i in range(4)] == [6, None, 6, None]
+    assert config.sandwich_norm and config.qk_norm and config.rope_local_theta == 100.0
+    ids = torch.tensor([loaded.tokenizer(TEXT)["input_ids"]])
+    with torch.no_grad():
+        trace = loaded.model(ids, record=Record.of("attention")).trace
+    last = ids.shape[1] - 1
+    assert (trace.self_attention(0)[0, :, last, : last - 5] == 0).all()
+    assert (trace.self_attention(1)[0, :, last, : last - 5] > 0).all()

@@ -165,34 +165,55 @@ def llama_weights(hf_state: dict[str, torch.Tensor], config: ModelConfig) -> dic
 
 
 # ---------------------------------------------------------------- Llama's relatives
-def window_as_context(config: ModelConfig, window: int | None) -> ModelConfig:
-    """A sliding attention window, which the explorer does not draw yet. One at least as long as
-    the context never applies; a shorter one becomes the context window: every position the model
-    is then given may read all earlier ones, as the window would let it, so results stay exact
-    (and a longer text gets the context window's message)."""
-    if not window or window >= config.max_positions:
+HF_LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding"}
+
+
+def with_window(config: ModelConfig, window: int | None, hf_layer_types: list[str] | None = None) -> ModelConfig:
+    """A sliding attention window: on every layer, or on the layers ``hf_layer_types`` marks
+    "sliding_attention" (transformers' names)."""
+    if not window:
         return config
-    return dataclasses.replace(config, max_positions=window, extra={**config.extra, "sliding_window": window})
+    types = None
+    if hf_layer_types is not None:
+        unknown = sorted(set(hf_layer_types) - set(HF_LAYER_TYPES))
+        if unknown:
+            raise ModelLoadError(
+                f"this {config.family} model has {', '.join(unknown)} layers, not supported yet; "
+                f"the explorer reads {' and '.join(HF_LAYER_TYPES)} layers"
+            )
+        types = [HF_LAYER_TYPES[t] for t in hf_layer_types]
+        if "sliding" not in types:
+            return config
+    return dataclasses.replace(config, sliding_window=int(window), layer_types=types)
+
+
+def qwen_window(config: ModelConfig, hf: dict) -> ModelConfig:
+    """Qwen's optional window: on the layers from max_window_layers on, unless layer_types says."""
+    if not hf.get("use_sliding_window"):
+        return config
+    types = hf.get("layer_types")
+    if types is None:
+        first = hf.get("max_window_layers", 28)
+        types = ["sliding_attention" if i >= first else "full_attention" for i in range(config.n_layers)]
+    return with_window(config, hf.get("sliding_window"), types)
 
 
 def qwen2_config(hf: dict) -> ModelConfig:
     """Qwen2 and Qwen2.5: Llama's design, with biases on the query, key and value projections
     (none on the output projection); the weights are named as Llama's."""
     config = llama_config({**hf, "attention_bias": False})
-    config = dataclasses.replace(config, family="qwen2", qkv_bias=True, out_bias=False)
-    return window_as_context(config, hf.get("sliding_window") if hf.get("use_sliding_window") else None)
+    return qwen_window(dataclasses.replace(config, family="qwen2", qkv_bias=True, out_bias=False), hf)
 
 
 def qwen3_config(hf: dict) -> ModelConfig:
     """Qwen3: Qwen2 without the q/k/v biases, with an RMSNorm on each head's query and key, and a
     head size of its own (not d_model / heads)."""
-    config = dataclasses.replace(llama_config(hf), family="qwen3", qk_norm=True)
-    return window_as_context(config, hf.get("sliding_window") if hf.get("use_sliding_window") else None)
+    return qwen_window(dataclasses.replace(llama_config(hf), family="qwen3", qk_norm=True), hf)
 
 
 def mistral_config(hf: dict) -> ModelConfig:
-    """Mistral: Llama's design with a sliding attention window (window_as_context)."""
-    return window_as_context(dataclasses.replace(llama_config(hf), family="mistral"), hf.get("sliding_window"))
+    """Mistral: Llama's design with a sliding attention window on every layer."""
+    return with_window(dataclasses.replace(llama_config(hf), family="mistral"), hf.get("sliding_window"))
 
 
 def phi3_config(hf: dict) -> ModelConfig:
@@ -202,7 +223,7 @@ def phi3_config(hf: dict) -> ModelConfig:
     partial = rope.get("partial_rotary_factor", hf.get("partial_rotary_factor")) or 1.0
     config = llama_config(hf)
     config = dataclasses.replace(config, family="phi3", rotary_dim=int(config.head_dim * partial))
-    return window_as_context(config, hf.get("sliding_window"))
+    return with_window(config, hf.get("sliding_window"))
 
 
 def phi3_weights(hf_state: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
@@ -222,6 +243,61 @@ def phi3_weights(hf_state: dict[str, torch.Tensor], config: ModelConfig) -> dict
         else:
             split[name] = w
     return llama_weights(split, config)
+
+
+# ---------------------------------------------------------------- Gemma 3
+def gemma3_config(hf: dict) -> ModelConfig:
+    """Gemma 3 (text): Llama's parts rearranged. A norm before and after each sublayer, q/k norms,
+    GeGLU (tanh GELU), embeddings scaled by sqrt(d_model), scores scaled by
+    1/sqrt(query_pre_attn_scalar), and sliding-window layers between global ones, rotating with
+    a base of their own."""
+    for setting in ("final_logit_softcapping", "attn_logit_softcapping", "use_bidirectional_attention"):
+        if hf.get(setting):
+            raise ModelLoadError(f"this gemma3_text model sets {setting}, not supported yet")
+    rope = hf.get("rope_parameters") or {}
+    full, local = rope.get("full_attention") or {}, rope.get("sliding_attention") or {}
+    scaling = hf.get("rope_scaling") or {}
+    for params in (full, local, scaling):
+        if params.get("rope_type", params.get("type", "default")) != "default":
+            raise ModelLoadError(f"RoPE scaling {params.get('rope_type', params.get('type'))!r} is not supported")
+    base = llama_config({**hf, "hidden_act": hf.get("hidden_activation", "gelu_pytorch_tanh"), "rope_parameters": {}})
+    n_layers, pattern = base.n_layers, hf.get("sliding_window_pattern", 6)
+    types = hf.get("layer_types") or [
+        "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n_layers)
+    ]  # transformers' default: every sixth layer global
+    config = dataclasses.replace(
+        base, family="gemma3_text", qk_norm=True, sandwich_norm=True, scale_embeddings=True,
+        attn_scale=float(hf.get("query_pre_attn_scalar", 256)) ** -0.5,
+        rope_theta=float(full.get("rope_theta", hf.get("rope_theta", 1_000_000.0))),
+        rope_local_theta=float(local.get("rope_theta", hf.get("rope_local_base_freq", 10_000.0))),
+        tie_embeddings=hf.get("tie_word_embeddings", True), pad_token_id=hf.get("pad_token_id", 0),
+    )  # fmt: skip
+    return with_window(config, hf.get("sliding_window", 4096), types)
+
+
+GEMMA3_NORM_NAMES = {
+    "input_layernorm": "self_attn_norm",
+    "post_attention_layernorm": "self_attn_norm_after",
+    "pre_feedforward_layernorm": "ffn_norm",
+    "post_feedforward_layernorm": "ffn_norm_after",
+    "self_attn.q_norm": "self_attn.q_norm",
+    "self_attn.k_norm": "self_attn.k_norm",
+}
+
+
+def gemma3_weights(hf_state: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
+    """Gemma's RMSNorm multiplies by (1 + weight): the stored weights get their 1 added here, so
+    our RMSNorm (times weight) computes the same."""
+    renamed: dict[str, torch.Tensor] = {}
+    for name, w in hf_state.items():
+        name = name.replace("model.language_model.", "model.")  # saved from the multimodal class
+        if name == "model.norm.weight":
+            renamed["decoder.final_norm.weight"] = w.float() + 1
+        elif (m := re.fullmatch(r"model\.layers\.(\d+)\.(.+)\.weight", name)) and m[2] in GEMMA3_NORM_NAMES:
+            renamed[f"decoder.layers.{m[1]}.{GEMMA3_NORM_NAMES[m[2]]}.weight"] = w.float() + 1
+        else:
+            renamed |= llama_weights({name: w}, config)
+    return renamed
 
 
 # ---------------------------------------------------------------- GPT-NeoX (Pythia)
@@ -419,6 +495,7 @@ FAMILIES = {
     "phi3": (phi3_config, phi3_weights),
     "opt": (opt_config, opt_weights),
     "gpt_neox": (gpt_neox_config, gpt_neox_weights),
+    "gemma3_text": (gemma3_config, gemma3_weights),
     "marian": (marian_config, marian_weights),
 }
 

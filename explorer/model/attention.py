@@ -16,7 +16,6 @@ instead, which computes the same without ever materialising the (queries x keys)
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
@@ -32,32 +31,42 @@ from .taps import Tap, current_run
 
 
 def causal_mask(
-    n_queries: int, n_keys: int, device: torch.device | None = None, first_query: int | None = None
+    n_queries: int,
+    n_keys: int,
+    device: torch.device | None = None,
+    first_query: int | None = None,
+    window: int | None = None,
 ) -> torch.Tensor:
     """(queries, keys) boolean mask, True where a query may look.
 
     The queries stand at positions ``first_query`` .. ``first_query + n_queries - 1`` (by
     default the last ``n_queries`` of ``n_keys`` positions), and each may see every key up to
-    and including its own position.
+    and including its own position; with a sliding ``window``, only the last ``window`` of them.
     """
     offset = n_keys - n_queries if first_query is None else first_query
     query_pos = torch.arange(n_queries, device=device)[:, None] + offset
     key_pos = torch.arange(n_keys, device=device)[None, :]
-    return key_pos <= query_pos
+    mask = key_pos <= query_pos
+    if window is not None:
+        mask &= key_pos > query_pos - window
+    return mask
 
 
-def attention_scores(q: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+def attention_scores(
+    q: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor | None = None, scale: float | None = None
+) -> torch.Tensor:
     """q kᵀ / √d, with -inf where the mask hides a key: (B, heads, Tq, Tk), before softmax.
 
     q is (B, heads, Tq, hd); keys are (B, kv_heads, Tk, hd), with kv_heads dividing heads
     (grouped-query attention: query heads g*share .. g*share+share-1 all read key head g);
-    mask is (Tq, Tk), True where a query may look.
+    mask is (Tq, Tk), True where a query may look; ``scale`` replaces 1/√d (ModelConfig.score_scale).
     """
     batch, n_heads, n_queries, hd = q.shape
     n_kv_heads = keys.shape[1]
     # Stack the queries of the heads that share a key head on the query axis: no key copies.
     q_grouped = q.reshape(batch, n_kv_heads, (n_heads // n_kv_heads) * n_queries, hd)  # (B, kv, share*Tq, hd)
-    scores = q_grouped @ keys.transpose(-2, -1) / math.sqrt(hd)  # (B, kv, share*Tq, Tk)
+    scale = hd**-0.5 if scale is None else scale
+    scores = (q_grouped @ keys.transpose(-2, -1)) * scale  # (B, kv, share*Tq, Tk)
     scores = scores.view(batch, n_heads, n_queries, -1)  # (B, heads, Tq, Tk)
     if mask is not None:
         # The mask goes on the scores, before softmax: exp(-inf) = 0, so the future gets
@@ -66,13 +75,15 @@ def attention_scores(q: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor | N
     return scores
 
 
-def attention_weights(q: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+def attention_weights(
+    q: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor | None = None, scale: float | None = None
+) -> torch.Tensor:
     """softmax(q kᵀ / √d + mask): (B, heads, Tq, Tk) probabilities, every row summing to one.
 
     The session computes a layer's attention here when a view asks for it (from the queries and
     keys the model used).
     """
-    return attention_scores(q, keys, mask).softmax(dim=-1)
+    return attention_scores(q, keys, mask, scale).softmax(dim=-1)
 
 
 def _unchanged(x: torch.Tensor) -> torch.Tensor:
@@ -86,12 +97,13 @@ def eager_attention(
     mask: torch.Tensor | None = None,  # (Tq, Tk), True where a query may look
     tap_scores: Callable[[torch.Tensor], torch.Tensor] = _unchanged,
     tap_probs: Callable[[torch.Tensor], torch.Tensor] = _unchanged,
+    scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(q kᵀ/√d + mask) v. Returns each head's output (B, heads, Tq, hd) and the
     probabilities (B, heads, Tq, Tk); the scores and probabilities pass through the given taps."""
     batch, n_heads, n_queries, hd = q.shape
     n_kv_heads = keys.shape[1]
-    scores = tap_scores(attention_scores(q, keys, mask))  # (B, heads, Tq, Tk)
+    scores = tap_scores(attention_scores(q, keys, mask, scale))  # (B, heads, Tq, Tk)
     probs = tap_probs(scores.softmax(dim=-1))
     # A key/value head serves n_heads / n_kv_heads query heads: their rows share one product.
     grouped = probs.reshape(batch, n_kv_heads, (n_heads // n_kv_heads) * n_queries, -1)  # (B, kv, share*Tq, Tk)
@@ -100,10 +112,11 @@ def eager_attention(
 
 
 class MultiHeadAttention(nn.Module):
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, window: int | None = None) -> None:
         super().__init__()
         d, hd = config.d_model, config.head_dim
         self.n_heads, self.n_kv_heads, self.head_dim = config.n_heads, config.n_kv_heads, hd
+        self.window, self.scale = window, config.score_scale  # window: a sliding layer's reach (causal only)
         self.share = config.queries_per_kv_head  # query heads per key/value head
         self.q_proj = nn.Linear(d, config.n_heads * hd, bias=config.qkv_bias)
         self.k_proj = nn.Linear(d, config.n_kv_heads * hd, bias=config.qkv_bias)
@@ -145,7 +158,8 @@ class MultiHeadAttention(nn.Module):
         """Attend from x_q (batch, Tq, d_model) over ``kv``; returns (batch, Tq, d_model).
 
         With ``causal``, the queries are taken to be the last Tq positions of the Tk keys.
-        A single new query (a cached step) needs no mask: every key is its past or itself.
+        A single new query (a cached step) needs no mask, every key being its past or itself,
+        unless a sliding window hides the oldest keys.
         ``RowsKV``: the rows are different sessions' steps, each over its own cache (batch.py).
         """
         batch, n_queries, _ = x_q.shape
@@ -156,14 +170,22 @@ class MultiHeadAttention(nn.Module):
             z = self.z(self._attend_rows(self.q(q), kv))  # (B, heads, 1, hd)
             return self.out(self.o_proj(z.transpose(1, 2).reshape(batch, n_queries, self.n_heads * self.head_dim)))
         q, keys, values = self.q(q), self.k(kv.keys), self.v(kv.values)
-        mask = causal_mask(n_queries, kv.length, x_q.device) if causal and n_queries > 1 else None  # (Tq, Tk)
+        mask = self._mask(n_queries, kv.length, x_q.device) if causal else None  # (Tq, Tk)
         run = current_run()
         if run is not None and (run.touches(self.scores) or run.touches(self.probs)):
-            z, _ = eager_attention(q, keys, values, mask, self.scores, self.probs)
+            z, _ = eager_attention(q, keys, values, mask, self.scores, self.probs, self.scale)
         else:  # PyTorch's fused kernel: the same numbers, no (Tq x Tk) matrix in memory
-            z = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=self.share > 1)
+            z = F.scaled_dot_product_attention(
+                q, keys, values, attn_mask=mask, scale=self.scale, enable_gqa=self.share > 1
+            )  # fmt: skip
         z = self.z(z)  # (B, heads, Tq, hd)
         return self.out(self.o_proj(z.transpose(1, 2).reshape(batch, n_queries, self.n_heads * self.head_dim)))
+
+    def _mask(self, n_queries: int, n_keys: int, device: torch.device) -> torch.Tensor | None:
+        """The causal (and sliding-window) mask, or None where it would hide nothing."""
+        if n_queries == 1 and (self.window is None or n_keys <= self.window):
+            return None
+        return causal_mask(n_queries, n_keys, device, window=self.window)
 
     def _attend_rows(self, q: torch.Tensor, kv: RowsKV) -> torch.Tensor:
         """One new query per row (B, heads, 1, hd), row b over its own keys: the fused kernel a
@@ -177,8 +199,12 @@ class MultiHeadAttention(nn.Module):
         if kv.new_keys is not None:  # self-attention: what this step adds to each cache
             self.k(kv.new_keys)
             self.v(kv.new_values)
+        reach = slice(-self.window, None) if self.window else slice(None)  # a sliding layer's last keys
         rows = [
-            F.scaled_dot_product_attention(q[b : b + 1], row.keys, row.values, enable_gqa=self.share > 1)
+            F.scaled_dot_product_attention(
+                q[b : b + 1], row.keys[:, :, reach], row.values[:, :, reach], scale=self.scale,
+                enable_gqa=self.share > 1,
+            )
             for b, row in enumerate(kv.rows)
         ]  # fmt: skip
         return torch.cat(rows)

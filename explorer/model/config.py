@@ -13,6 +13,7 @@ from typing import Literal
 Norm = Literal["layer", "rms"]
 Positions = Literal["learned", "sinusoidal", "rope"]
 Activation = Literal["gelu", "gelu_tanh", "relu", "silu"]
+LayerType = Literal["full", "sliding"]
 
 
 @dataclass
@@ -44,6 +45,13 @@ class ModelConfig:
     gated_ffn: bool = False  # SwiGLU: down(act(gate(x)) * up(x))
     qkv_bias: bool = True
     qk_norm: bool = False  # RMSNorm on each head's query and key before rotary (Qwen3)
+    attn_scale: float | None = None  # scores are q·k times this; None: 1/sqrt(head_dim) (Gemma 3 sets its own)
+    # Sliding-window attention: a "sliding" layer's query reads only the last sliding_window
+    # positions, itself included (Mistral: every layer; Gemma 3: five local layers per global one).
+    sliding_window: int | None = None
+    layer_types: list[LayerType] | None = None  # per decoder layer; None: all "sliding" if there is a window
+    rope_local_theta: float | None = None  # the rotary base of the sliding layers, if not rope_theta (Gemma 3)
+    sandwich_norm: bool = False  # a norm after each sublayer too: x + norm2(sublayer(norm1(x))) (Gemma 3)
     out_bias: bool = True
     ffn_bias: bool = True
     tie_embeddings: bool = True
@@ -70,6 +78,26 @@ class ModelConfig:
             raise ValueError(f"n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}")
         if self.is_encoder_decoder and self.n_encoder_layers < 1:
             raise ValueError("an encoder-decoder model needs n_encoder_layers >= 1")
+        if self.layer_types is not None:
+            if len(self.layer_types) != self.n_layers or not set(self.layer_types) <= {"full", "sliding"}:
+                raise ValueError(f"layer_types must give 'full' or 'sliding' for each of {self.n_layers} layers")
+            if "sliding" in self.layer_types and not self.sliding_window:
+                raise ValueError("sliding layers need a sliding_window")
+
+    def layer_type(self, layer: int) -> LayerType:
+        """Whether decoder layer ``layer`` reads every earlier position or a window of them."""
+        if self.layer_types is not None:
+            return self.layer_types[layer]
+        return "sliding" if self.sliding_window else "full"
+
+    def window_of(self, layer: int) -> int | None:
+        """How many positions (itself included) a query of decoder layer ``layer`` may read; None: all."""
+        return self.sliding_window if self.layer_type(layer) == "sliding" else None
+
+    @property
+    def score_scale(self) -> float:
+        """What q·k is multiplied by before softmax: 1/sqrt(head_dim) unless the family says otherwise."""
+        return self.attn_scale if self.attn_scale is not None else self.head_dim**-0.5
 
     @property
     def queries_per_kv_head(self) -> int:

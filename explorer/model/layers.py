@@ -4,6 +4,7 @@ A layer is a list of sublayers, each wrapped in a residual connection and a norm
 
 * pre-norm (GPT-2, Llama):       x + sublayer(norm(x))
 * post-norm (2017 paper, Marian): norm(x + sublayer(x))
+* "sandwich" (Gemma 3):           x + norm2(sublayer(norm1(x)))
 
 A decoder layer has masked self-attention, then (encoder-decoder models only)
 cross-attention over the encoder output, then a feed-forward block.
@@ -68,11 +69,20 @@ def make_feed_forward(config: ModelConfig) -> nn.Module:
 
 
 def with_residual(
-    x: torch.Tensor, norm: nn.Module, sublayer: Callable[[torch.Tensor], torch.Tensor], norm_first: bool
+    x: torch.Tensor,
+    norm: nn.Module,
+    sublayer: Callable[[torch.Tensor], torch.Tensor],
+    norm_first: bool,
+    norm_after: nn.Module | None = None,  # the sandwich's second norm, on the sublayer's output
 ) -> torch.Tensor:
     if norm_first:
-        return x + sublayer(norm(x))
+        out = sublayer(norm(x))
+        return x + (norm_after(out) if norm_after is not None else out)
     return norm(x + sublayer(x))
+
+
+def sandwich_norm(config: ModelConfig) -> nn.Module | None:
+    return make_norm(config.norm, config.d_model, config.norm_eps) if config.sandwich_norm else None
 
 
 class EncoderLayer(nn.Module):
@@ -96,13 +106,15 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    """Masked self-attention, optional cross-attention, feed-forward."""
+    """Masked self-attention (over a sliding window in a "sliding" layer), optional
+    cross-attention, feed-forward."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, index: int = 0) -> None:
         super().__init__()
         self.norm_first, self.parallel_residual = config.norm_first, config.parallel_residual
-        self.self_attn = MultiHeadAttention(config)
+        self.self_attn = MultiHeadAttention(config, window=config.window_of(index))
         self.self_attn_norm = make_norm(config.norm, config.d_model, config.norm_eps)
+        self.self_attn_norm_after, self.ffn_norm_after = sandwich_norm(config), sandwich_norm(config)
         self.cross_attn: MultiHeadAttention | None = None
         if config.is_encoder_decoder:
             self.cross_attn = MultiHeadAttention(config)
@@ -139,7 +151,9 @@ class DecoderLayer(nn.Module):
         if self.parallel_residual:  # both sublayers read the same x; the sum after attention is a tap only
             attended = self.resid_after_attn(x + self_attend(self.self_attn_norm(x)))
             return self.resid_after_ffn(attended + self.ffn(self.ffn_norm(x)))
-        x = self.resid_after_attn(with_residual(x, self.self_attn_norm, self_attend, self.norm_first))
+        x = self.resid_after_attn(
+            with_residual(x, self.self_attn_norm, self_attend, self.norm_first, self.self_attn_norm_after)
+        )
         if self.cross_attn is not None:
             x = self.resid_after_cross(with_residual(x, self.cross_attn_norm, cross_attend, self.norm_first))
-        return self.resid_after_ffn(with_residual(x, self.ffn_norm, self.ffn, self.norm_first))
+        return self.resid_after_ffn(with_residual(x, self.ffn_norm, self.ffn, self.norm_first, self.ffn_norm_after))

@@ -92,9 +92,13 @@ class Decoder(nn.Module):
         super().__init__()
         self.embed = InputEmbedding(config, embed_tokens)
         self.rotary: RotaryPositions | None = None
+        self.local_rotary: RotaryPositions | None = None  # the sliding layers', when their base differs
         if config.positions == "rope":
             self.rotary = RotaryPositions(config.max_positions, config.rotary_dim, config.rope_theta)
-        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_layers))
+            if config.rope_local_theta not in (None, config.rope_theta):
+                self.local_rotary = RotaryPositions(config.max_positions, config.rotary_dim, config.rope_local_theta)
+        self.sliding = [config.layer_type(i) == "sliding" for i in range(config.n_layers)]
+        self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.n_layers))
         self.final_norm = (
             make_norm(config.norm, config.d_model, config.norm_eps) if config.final_norm else nn.Identity()
         )
@@ -114,10 +118,19 @@ class Decoder(nn.Module):
             start = cache.length if cache is not None else 0
             positions = check_positions(start, ids.shape[1], self.embed.max_positions, ids.device)
         x = self.embed(ids, positions)  # (B, T, d_model)
-        rotary = self.rotary.angles(positions) if self.rotary is not None else None
+        rotary = self.rotary_angles(positions)
         for i, layer in enumerate(self.layers):
-            x = layer(x, index=i, rotary=rotary, cache=cache, memory=memory, causal=causal)
+            x = layer(x, index=i, rotary=rotary[i], cache=cache, memory=memory, causal=causal)
         return x  # (B, T, d_model), before the final norm
+
+    def rotary_angles(self, positions: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor] | None]:
+        """Each layer's rotary (cos, sin) for ``positions``, computed once per pass; None without
+        rotary. Gemma 3's sliding layers rotate with a base of their own."""
+        if self.rotary is None:
+            return [None] * len(self.layers)
+        full = self.rotary.angles(positions)
+        local = self.local_rotary.angles(positions) if self.local_rotary is not None else full
+        return [local if sliding else full for sliding in self.sliding]
 
 
 class LanguageModel(nn.Module):
@@ -196,12 +209,13 @@ class LanguageModel(nn.Module):
         """The last position's logits (B, vocab), running the decoder layers from ``layer`` on only
         (a whole sequence, no cache). A change at layer L leaves every layer before it as it was,
         so activation patching reruns just this part."""
-        positions = torch.arange(hidden.shape[1], device=hidden.device)
-        rotary = self.decoder.rotary.angles(positions) if self.decoder.rotary is not None else None
+        rotary = self.decoder.rotary_angles(torch.arange(hidden.shape[1], device=hidden.device))
         _, tapped = self.tapped(NOTHING, interventions)
         with tapped:
             for i in range(layer, len(self.decoder.layers)):
-                hidden = self.decoder.layers[i](hidden, index=i, rotary=rotary, cache=None, memory=memory, causal=True)
+                hidden = self.decoder.layers[i](
+                    hidden, index=i, rotary=rotary[i], cache=None, memory=memory, causal=True
+                )  # fmt: skip
             return self.unembed(hidden[:, -1:])[:, -1]
 
     def load_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
