@@ -25,7 +25,7 @@ def stepped(loaded, text="the cat sat on the mat", steps=6, **kwargs):
 
 
 # ---------------------------------------------------------------- logit lens
-@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "marian"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "gemma3_text", "marian"])
 def test_logit_lens_last_layer_is_the_real_prediction(models, family):
     session = stepped(models[family])
     result = lens.logit_lens(session, k=5)
@@ -69,7 +69,7 @@ def test_logit_lens_leaves_the_session_alone(models):
 
 
 # ---------------------------------------------------------------- causal proof
-@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "marian"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "gemma3_text", "marian"])
 def test_parallel_pass_equals_the_step_by_step_run(models, family):
     session = stepped(models[family])
     check = proof.parallel_check(session)
@@ -79,7 +79,7 @@ def test_parallel_pass_equals_the_step_by_step_run(models, family):
     assert check.same_predictions
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "marian"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "gemma3_text", "marian"])
 def test_without_the_mask_the_future_leaks_and_the_session_is_untouched(models, family):
     session = stepped(models[family])
     tokens, history = list(session.token_ids), session.self_attention(0).copy()
@@ -190,6 +190,20 @@ def test_architecture_rows_name_the_structure(models):
     assert "rotary" in rows["positions"] and rows["decoder layers"] == str(llama.config.n_layers)
     marian = dict(cost.architecture_rows(models["marian"].config, 1))
     assert "post-norm" in marian["norm"] and "encoder layers" in marian
+    gemma = dict(cost.architecture_rows(models["gemma3_text"].config, 1))
+    assert gemma["attention reach"].startswith("2 local layers (0, 2) read the last 6 positions; the 2 global")
+    assert gemma["sublayers"] == "a norm before and after each: x + norm2(f(norm1(x)))"
+    assert gemma["positions"].endswith("(theta 10000; 100 in the local layers)")
+    assert gemma["score scale"].startswith("q·k × 0.2041 (not 1/√32")
+
+
+def test_a_cached_step_of_a_sliding_layer_reads_its_window_only():
+    c = ModelConfig(family="mistral", vocab_size=100, d_model=8, n_layers=2, n_heads=2, d_ff=32, max_positions=64,
+                    sliding_window=4, layer_types=["sliding", "full"])  # fmt: skip
+    cached = cost.step_flops(c, positions=10, use_cache=True)
+    assert cached.attention_scores == 4 * 2 * 1 * (4 + 10) * 4  # layer 0: 4 keys; layer 1: all 10
+    uncached = cost.step_flops(c, positions=10, use_cache=False)
+    assert uncached.attention_scores == 2 * 4 * 2 * 10 * 10 * 4  # a whole pass scores every pair, then masks
 
 
 # ---------------------------------------------------------------- saved sessions and links

@@ -11,8 +11,9 @@ from explorer.model import Record
 from explorer.model.attention import causal_mask
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "marian"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "gemma3_text", "marian"])
 def test_rows_sum_to_one_and_the_future_is_exactly_zero(checkpoints, family):
+    """And, in a sliding layer (Gemma 3's 0 and 2), what lies before the window."""
     loaded = explorer.load_model(str(checkpoints[family]))
     session = explorer.GenerationSession(loaded, "The quick brown fox jumps")
     for _ in range(6):
@@ -22,9 +23,9 @@ def test_rows_sum_to_one_and_the_future_is_exactly_zero(checkpoints, family):
         T = len(session.token_ids)
         assert attn.shape == (loaded.config.n_heads, T, T)
         assert np.allclose(attn.sum(-1), 1.0, atol=1e-5)
-        future = np.triu(np.ones((T, T), dtype=bool), k=1)
-        assert (attn[:, future] == 0).all()
-        assert (attn[:, ~future] > 0).all()
+        hidden = ~causal_mask(T, T, window=loaded.config.window_of(layer)).numpy()
+        assert (attn[:, hidden] == 0).all()
+        assert (attn[:, ~hidden] > 0).all()
     if loaded.is_encoder_decoder:
         for layer in range(loaded.config.n_layers):
             cross = session.cross_attention(layer)  # (heads, T, S): nothing masked
@@ -50,6 +51,8 @@ def test_model_level_probabilities_are_exact(checkpoints):
 def test_causal_mask_with_cached_prefix():
     mask = causal_mask(2, 5)  # the last two of five positions
     assert mask.tolist() == [[True, True, True, True, False], [True, True, True, True, True]]
+    windowed = causal_mask(2, 5, window=2)  # each reads itself and the one before
+    assert windowed.tolist() == [[False, False, True, True, False], [False, False, False, True, True]]
 
 
 def test_removing_the_mask_lets_the_future_in(checkpoints):

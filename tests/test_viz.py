@@ -8,6 +8,9 @@ import pytest
 from explorer.viz import attention_heatmap, head_thumbnails, layer_profile_heatmap, timing_chart
 from explorer.viz.figure_json import decode_array, figure_json
 from explorer.viz.heatmap import MASK_COLOR
+from explorer.viz.thumbnails import HATCH_RGB
+
+MASK_COLOR_RGB = (189, 189, 189)  # MASK_COLOR, as the thumbnails' pixels hold it
 
 TOKENS = ["The", " cat", " sat", " the", " cat"]  # a repeated token must keep its own column
 
@@ -31,6 +34,27 @@ def test_heatmap_axes_labels_and_mask():
     assert fig["layout"]["plot_bgcolor"] == MASK_COLOR  # masked cells show grey, a zero weight white
     (shape,) = fig["layout"]["shapes"]
     assert (shape["y0"], shape["y1"]) == (1.5, 2.5)  # the selected query's row
+
+
+def test_a_sliding_window_masks_what_is_too_far_back_and_says_so():
+    """Window 2: each query reads itself and the one before; the rest of its past is masked like
+    the future, in the heatmap (NaN, with the window in the layout for the hover) and in the
+    all-heads thumbnails (the mask's grey)."""
+    from explorer.viz.heatmap import hidden_keys, window_note
+
+    n = 5
+    rows, cols = np.indices((n, n))
+    expected = (cols > rows) | (cols <= rows - 2)
+    assert (hidden_keys(n, n, window=2) == expected).all()
+    assert (hidden_keys(2, n, query_offset=3, window=2) == expected[3:]).all()  # a window of rows
+    fig = attention_heatmap(causal_weights(n), TOKENS, TOKENS, causal=True, title="t", window=2)
+    assert (np.isnan(decode_array(fig["data"][0]["z"])) == expected).all()
+    assert fig["layout"]["meta"] == {"window": 2}
+    assert window_note(2, n) == ", sliding window of 2: hatched = later, or 2 or more back"
+    assert window_note(8, n) == "" and window_note(None, n) == ""  # a window that hides nothing is not news
+    (image,) = head_thumbnails(causal_weights(n)[None], causal=True, size=n, window=2)  # a pixel a cell
+    mask_pixels = (image == MASK_COLOR_RGB).all(axis=-1) | (image == HATCH_RGB).all(axis=-1)
+    assert (mask_pixels == expected).all()
 
 
 def test_a_zero_weight_is_not_masked():

@@ -54,6 +54,12 @@ def architecture_rows(config: ModelConfig, parameters: int) -> list[tuple[str, s
     ]
     if c.parallel_residual:
         rows.append(("sublayers", "side by side: x + attention(norm1(x)) + feed-forward(norm2(x))"))
+    if c.sandwich_norm:
+        rows.append(("sublayers", "a norm before and after each: x + norm2(f(norm1(x)))"))
+    if c.attn_scale is not None:
+        rows.append(("score scale", f"q·k × {c.attn_scale:.4g} (not 1/√{c.head_dim} = {c.head_dim**-0.5:.4g})"))
+    if c.sliding_window:
+        rows.append(("attention reach", reach_text(c)))
     rows += [
         ("positions", positions_text(c)),
         ("context window", f"{c.max_positions:,} positions"),
@@ -63,10 +69,27 @@ def architecture_rows(config: ModelConfig, parameters: int) -> list[tuple[str, s
     return rows
 
 
+def reach_text(c: ModelConfig) -> str:
+    """Which layers read a sliding window of the past and which read all of it."""
+    local = [i for i in range(c.n_layers) if c.window_of(i) is not None]
+    if len(local) == c.n_layers:
+        return f"every layer: a sliding window of the last {c.sliding_window:,} positions"
+    others = c.n_layers - len(local)
+    return (
+        f"{len(local)} local layers ({layer_list(local)}) read the last {c.sliding_window:,} positions; "
+        f"the {others} global ones, every earlier position"
+    )
+
+
+def layer_list(layers: list[int]) -> str:
+    return ", ".join(map(str, layers)) if len(layers) <= 8 else f"{', '.join(map(str, layers[:8]))}, …"
+
+
 def positions_text(c: ModelConfig) -> str:
     text = POSITION_NAMES[c.positions]
     if c.positions == "rope":
-        text += f" (theta {c.rope_theta:g})"
+        text += f" (theta {c.rope_theta:g}"
+        text += f"; {c.rope_local_theta:g} in the local layers)" if c.rope_local_theta else ")"
         if c.rotary_dim < c.head_dim:
             text += f", on {c.rotary_dim} of each head's {c.head_dim} numbers"
     return text
@@ -100,19 +123,30 @@ def step_flops(config: ModelConfig, positions: int, use_cache: bool, source_posi
     d, hd, heads, kv = c.d_model, c.head_dim, c.n_heads, c.n_kv_heads
     rows = 1 if use_cache else positions
     per_layer_proj = 2 * rows * d * heads * hd * 2 + 2 * rows * d * kv * hd * 2  # q and o; k and v
-    per_layer_scores = 4 * heads * rows * positions * hd  # q.k^T and weights @ v
+    # q.k^T and weights @ v over the keys each row reads
+    self_scores = sum(4 * heads * keys_read(c.window_of(i), positions, rows) * hd for i in range(c.n_layers))
+    per_layer_cross_scores = 0
     if c.is_encoder_decoder:
         per_layer_proj += 2 * rows * d * heads * hd * 2  # cross q and o
         if not use_cache:
             per_layer_proj += 2 * source_positions * d * kv * hd * 2  # cross k and v of the source
-        per_layer_scores += 4 * heads * rows * source_positions * hd
+        per_layer_cross_scores = 4 * heads * rows * source_positions * hd
     per_layer_ffn = 2 * rows * d * c.d_ff * (3 if c.gated_ffn else 2)
     return StepCost(
         attention_projections=c.n_layers * per_layer_proj,
-        attention_scores=c.n_layers * per_layer_scores,
+        attention_scores=self_scores + c.n_layers * per_layer_cross_scores,
         feed_forward=c.n_layers * per_layer_ffn,
         output_head=2 * d * c.vocab_size,
     )
+
+
+def keys_read(window: int | None, positions: int, rows: int) -> int:
+    """How many (query, key) pairs the last ``rows`` of ``positions`` positions score, as the
+    model computes them: a whole pass scores every pair and masks the future (and, in a
+    sliding layer, what is too far back); a cached step of a sliding layer reads its window only."""
+    if rows == 1 and window is not None:
+        return min(positions, window)
+    return rows * positions
 
 
 def kv_cache_bytes(config: ModelConfig, positions: int, bytes_per_value: int, source_positions: int = 0) -> int:

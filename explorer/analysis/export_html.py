@@ -21,7 +21,7 @@ from explorer.session import GenerationSession
 from explorer.tokens import visible
 from explorer.viz import attention_heatmap
 from explorer.viz.figure_json import typed_array
-from explorer.viz.heatmap import causal_future
+from explorer.viz.heatmap import hidden_keys
 from explorer.viz.labels import TOKEN_COLORS
 
 STYLE = """
@@ -60,7 +60,7 @@ def choice_label(choice: str) -> str:
 def heatmap_data(export: AttentionExport) -> dict:
     """The first figure, and every layer's and head's weights and title for the page to swap in."""
     first = export.first_query
-    masked = causal_future(*export.weights.shape[2:], first) if export.causal else None
+    masked = hidden_keys(*export.weights.shape[2:], first) if export.causal else None
 
     def z(matrix: np.ndarray) -> dict:
         return typed_array(np.where(masked, np.nan, matrix) if masked is not None else matrix)

@@ -175,6 +175,8 @@ class MultiHeadAttention(nn.Module):
         if run is not None and (run.touches(self.scores) or run.touches(self.probs)):
             z, _ = eager_attention(q, keys, values, mask, self.scores, self.probs, self.scale)
         else:  # PyTorch's fused kernel: the same numbers, no (Tq x Tk) matrix in memory
+            if n_queries == 1 and mask is not None:  # a cached step of a sliding layer: its last keys only
+                keys, values, mask = keys[:, :, -self.window :], values[:, :, -self.window :], None
             z = F.scaled_dot_product_attention(
                 q, keys, values, attn_mask=mask, scale=self.scale, enable_gqa=self.share > 1
             )  # fmt: skip

@@ -100,6 +100,11 @@
   }
 
   const position = (label) => parseInt(label, 10); // axis labels are "position token" (explorer/viz/labels.py)
+  // A masked cell is a later key, or (a sliding layer: layout.meta.window) one the window left behind.
+  const maskedWhy = (query, key) => {
+    const reach = props.value?.layout?.meta?.window;
+    return position(key) > position(query) ? "a later token" : `outside the sliding window of ${reach}`;
+  };
 
   const escapeText = (s) =>
     String(s)
@@ -401,7 +406,7 @@
       const c = Math.min(main.c1 - 1, main.c0 + Math.floor((x - main.box.x) / main.cw));
       const z = main.grid.values[r * main.grid.cols + c];
       const text = Number.isNaN(z)
-        ? `query ${main.trace.y[r]}<br>key ${main.trace.x[c]}<br>masked: a later token`
+        ? `query ${main.trace.y[r]}<br>key ${main.trace.x[c]}<br>masked: ${maskedWhy(main.trace.y[r], main.trace.x[c])}`
         : fill(main.trace.hovertemplate, { x: main.trace.x[c], y: main.trace.y[r], z });
       return { x, y, r, c, text, query: position(main.trace.y[r]) };
     }

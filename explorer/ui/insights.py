@@ -9,6 +9,7 @@ from explorer.tokens import visible
 from explorer.ui.views import MEAN, ExplorerState, head_label, pick_head
 from explorer.viz import attention_heatmap, logit_lens_heatmap, role_grid
 from explorer.viz.ablation import ablation_chart
+from explorer.viz.heatmap import window_note
 from explorer.viz.labels import position_labels
 from explorer.viz.patching import patching_heatmap
 
@@ -85,9 +86,11 @@ def role_head_figure(state: ExplorerState):
             title=f"Cross-attention (where alignment is measured), layer {state.layer}, {head_label(state.head)}",
         )  # fmt: skip
     what = "Decoder self-attention" if session.is_encoder_decoder else "Causal self-attention"
+    window = session.config.window_of(state.layer)
     return attention_heatmap(
-        pick_head(session.self_attention(state.layer), state.head), tokens, tokens, causal=True,
-        title=f"{what}, layer {state.layer}, {head_label(state.head)}", selected_query=state.query_position(),
+        pick_head(session.self_attention(state.layer), state.head), tokens, tokens, causal=True, window=window,
+        title=f"{what}, layer {state.layer}, {head_label(state.head)}{window_note(window, len(tokens))}",
+        selected_query=state.query_position(),
     )  # fmt: skip
 
 
@@ -282,6 +285,11 @@ def cost_table(state: ExplorerState) -> str:
     if source:
         text += f" + the same for the {source} source positions"
     text += f" = **{formula / 1e6:.3f} MB**; "
+    if c.sliding_window and n > c.sliding_window:
+        text += (
+            f"its sliding layers keep every position here (a cache bounded to their window would keep "
+            f"{c.sliding_window} of them); "
+        )
     if session.cache is None:
         text += "the cache is off now, so nothing is held."
     else:

@@ -16,6 +16,7 @@ from explorer.ui import model_store
 from explorer.ui.images import png_file
 from explorer.viz import attention_heatmap, head_grid, layer_profile_heatmap, timing_chart
 from explorer.viz.colours import DEFAULT_SCALE
+from explorer.viz.heatmap import window_note
 from explorer.viz.labels import TOKEN_COLORS
 from explorer.viz.window import query_window, with_overview
 
@@ -176,11 +177,13 @@ def self_attention_figure(state: ExplorerState):
     first, last = query_window(len(tokens), query)
     what = "Decoder self-attention" if session.is_encoder_decoder else "Causal self-attention"
     rows = f", queries {first}-{last - 1} of {len(tokens)}" if (first, last) != (0, len(tokens)) else ""
+    window = session.config.window_of(state.layer)
     figure = attention_heatmap(
-        weights[first:last], tokens[first:last], tokens, causal=True, query_offset=first,
-        title=f"{what}, layer {state.layer}, {head_label(state.head)}{rows}", selected_query=query - first,
+        weights[first:last], tokens[first:last], tokens, causal=True, query_offset=first, window=window,
+        title=f"{what}, layer {state.layer}, {head_label(state.head)}{rows}{window_note(window, len(tokens))}",
+        selected_query=query - first,
     )  # fmt: skip
-    return with_overview(figure, weights, first, last, causal=True) if rows else figure
+    return with_overview(figure, weights, first, last, causal=True, window=window) if rows else figure
 
 
 def cross_attention_figure(state: ExplorerState):
@@ -209,7 +212,10 @@ def heads_image(state: ExplorerState) -> str:
     """Every head of the layer in one image, as a PNG file's path (``viz.head_at`` reads a click on it)."""
     attention = state.session.self_attention(state.layer)
     switched_off = state.switched_off.heads_of(state.layer)
-    return png_file(head_grid(attention, causal=True, switched_off=switched_off, scale=state.colour_scale))
+    window = state.session.config.window_of(state.layer)
+    return png_file(
+        head_grid(attention, causal=True, switched_off=switched_off, scale=state.colour_scale, window=window)
+    )
 
 
 def every_layer_figure(state: ExplorerState):
@@ -218,9 +224,17 @@ def every_layer_figure(state: ExplorerState):
     weights = session.query_attention(position).mean(axis=1)  # (layers, keys)
     text = visible(session.token_texts()[position])
     return layer_profile_heatmap(
-        weights, session.token_texts()[: position + 1],
+        weights, session.token_texts()[: position + 1], layer_names=layer_names(session.config),
         title=f"What {position} {text!r} reads in every layer (average of heads)",
     )  # fmt: skip
+
+
+def layer_names(config) -> list[str]:
+    """ "layer i", marked local (its window) or global where the model has sliding layers."""
+    windows = [config.window_of(i) for i in range(config.n_layers)]
+    if all(w is None for w in windows):
+        return [f"layer {i}" for i in range(config.n_layers)]
+    return [f"layer {i} ({'global' if w is None else f'local, {w}'})" for i, w in enumerate(windows)]
 
 
 # ---------------------------------------------------------------- cache and timing

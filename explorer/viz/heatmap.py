@@ -1,8 +1,8 @@
 """Attention heatmaps: queries top to bottom, keys left to right.
 
-Causal self-attention has a triangle of future cells that no query may see. They are left
-empty over a grey background, so that a masked cell never looks like a weight that happens
-to be zero (white).
+Causal self-attention has a triangle of future cells that no query may see (and, in a layer
+with a sliding window, a band of cells too far back). They are left empty over a grey
+background, so that a masked cell never looks like a weight that happens to be zero (white).
 Axis labels are "position token", so a repeated token keeps its own row and column, and a
 hover shows query, key and weight without any per-cell text in the payload.
 """
@@ -33,10 +33,22 @@ MAX_QUERY_LABELS = 48
 MAX_KEY_LABELS = 32
 
 
-def causal_future(n_queries: int, n_keys: int, query_offset: int = 0) -> np.ndarray:
-    """(queries, keys) True where the key comes after the query."""
+def hidden_keys(n_queries: int, n_keys: int, query_offset: int = 0, window: int | None = None) -> np.ndarray:
+    """(queries, keys) True where a causal query may not look: a key after it, or, with a
+    sliding ``window``, a key ``window`` or more positions before it."""
     rows = np.arange(n_queries)[:, None] + query_offset
-    return np.arange(n_keys)[None, :] > rows
+    keys = np.arange(n_keys)[None, :]
+    hidden = keys > rows
+    if window is not None:
+        hidden |= keys <= rows - window
+    return hidden
+
+
+def window_note(window: int | None, n_positions: int) -> str:
+    """What a heatmap's title adds when a sliding window hides some of the past, else nothing."""
+    if window is None or n_positions <= window:
+        return ""
+    return f", sliding window of {window}: hatched = later, or {window} or more back"
 
 
 def attention_heatmap(
@@ -48,6 +60,7 @@ def attention_heatmap(
     title: str,
     selected_query: int | None = None,  # a row index to outline
     query_offset: int = 0,  # the absolute position of the first query row
+    window: int | None = None,  # a sliding layer's window (ModelConfig.window_of), causal only
     key_title: str = "keys (what is read)",
     query_title: str = "queries (who reads)",
 ) -> Figure:
@@ -57,7 +70,7 @@ def attention_heatmap(
             f"attention of shape {weights.shape} does not fit "
             f"{len(query_tokens)} query and {len(key_tokens)} key tokens"
         )
-    masked = causal_future(n_q, n_k, query_offset) if causal else np.zeros((n_q, n_k), dtype=bool)
+    masked = hidden_keys(n_q, n_k, query_offset, window) if causal else np.zeros((n_q, n_k), dtype=bool)
     # Masked cells are left empty (NaN, a gap) and the plot background behind them is grey.
     z = np.where(masked, np.nan, weights)
     trace = {
@@ -68,6 +81,8 @@ def attention_heatmap(
     }  # fmt: skip
     layout = _layout(title, key_title, query_title, trace["x"], trace["y"])
     layout["plot_bgcolor"] = MASK_COLOR if masked.any() else "white"
+    if causal and window is not None:
+        layout["meta"] = {"window": window}  # heatmap.js: why a masked cell is masked
     if selected_query is not None and 0 <= selected_query < n_q:
         layout["shapes"] = [{
             "type": "rect", "xref": "x", "yref": "y", "x0": -0.5, "x1": n_k - 0.5, "y0": selected_query - 0.5,
@@ -81,12 +96,14 @@ def layer_profile_heatmap(
     key_tokens: list[str],
     *,
     title: str,
+    layer_names: list[str] | None = None,  # "layer i" unless given (views.layer_names marks local/global)
 ) -> Figure:
     n_layers, _ = weights.shape
     trace = {
         "type": "heatmap", "z": typed_array(weights), "x": position_labels(key_tokens),
-        "y": [f"layer {i}" for i in range(n_layers)], "zmin": 0.0, "zmax": 1.0, "colorscale": ATTENTION_COLORS,
-        "hovertemplate": "%{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>", "colorbar": COLORBAR,
+        "y": layer_names or [f"layer {i}" for i in range(n_layers)], "zmin": 0.0, "zmax": 1.0,
+        "colorscale": ATTENTION_COLORS, "hovertemplate": "%{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>",
+        "colorbar": COLORBAR,
     }  # fmt: skip
     return {"data": [trace], "layout": _layout(title, "keys (what is read)", "layer", trace["x"], trace["y"])}
 

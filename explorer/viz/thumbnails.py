@@ -19,19 +19,30 @@ OFF_RGB = (203, 24, 29)  # switched-off heads
 
 
 def head_thumbnails(
-    attention: np.ndarray, causal: bool, size: int = CELL, gamma: float = 0.5, scale: str = DEFAULT_SCALE
+    attention: np.ndarray,
+    causal: bool,
+    size: int = CELL,
+    gamma: float = 0.5,
+    scale: str = DEFAULT_SCALE,
+    window: int | None = None,
 ) -> list[np.ndarray]:
     """(heads, queries, keys) -> one (size, size, 3) uint8 image per head.
 
-    A square gamma makes small weights visible; masked future cells take the scale's mask colour,
-    hatched (explorer.viz.colours: told from a zero weight without relying on hue).
+    A square gamma makes small weights visible; masked cells (the future, and what a sliding
+    ``window`` leaves behind) take the scale's mask colour, hatched (explorer.viz.colours: told
+    from a zero weight without relying on hue).
     """
     _, n_q, n_k = attention.shape  # (heads, queries, keys)
     # Nearest-neighbour resize to exactly size x size: sample the cells first, then colour only
     # those (size² per head, not Q x K: the same pixels, whatever the length).
     rows = (np.arange(size) * n_q // size)[:, None]  # (size, 1) query of each pixel row
     cols = (np.arange(size) * n_k // size)[None, :]  # (1, size) key of each pixel column
-    masked = cols > rows + (n_k - n_q) if causal else np.zeros((size, size), bool)  # (size, size)
+    masked = np.zeros((size, size), bool)  # (size, size)
+    if causal:
+        query = rows + (n_k - n_q)  # (size, 1): the position of each pixel row's query
+        masked = cols > query
+        if window is not None:
+            masked |= cols <= query - window
     w = np.clip(attention[:, rows, cols], 0.0, 1.0) ** gamma  # (heads, size, size): every head at once
     image = colour_table(scale)[np.rint(w * 255).astype(np.intp)]  # (heads, size, size, 3)
     image[:, masked] = rgb(SCALES[scale].mask)
@@ -52,6 +63,7 @@ def head_grid(
     columns: int = GRID_COLUMNS,
     switched_off: Iterable[int] = (),
     scale: str = DEFAULT_SCALE,
+    window: int | None = None,
 ):
     """Every head's thumbnail in one image, labelled "head h", in rows of ``columns``; the heads in
     ``switched_off`` crossed out in red and labelled so.
@@ -61,7 +73,7 @@ def head_grid(
     """
     from PIL import Image, ImageDraw
 
-    thumbs = head_thumbnails(attention, causal, scale=scale)
+    thumbs = head_thumbnails(attention, causal, scale=scale, window=window)
     grid = _labelled_grid(len(thumbs), columns).copy()
     for h, thumb in enumerate(thumbs):
         x, y = (h % columns) * (CELL + GAP), (h // columns) * (CELL + GAP + LABEL)

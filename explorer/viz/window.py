@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .figure_json import Figure, typed_array
-from .heatmap import ATTENTION_COLORS, HIGHLIGHT_COLOR, causal_future
+from .heatmap import ATTENTION_COLORS, HIGHLIGHT_COLOR, hidden_keys
 
 WINDOW_FROM = 256  # sequences longer than this show a window of rows
 WINDOW_ROWS = 96
@@ -28,23 +28,27 @@ def query_window(n_queries: int, selected: int) -> tuple[int, int]:
     return last - WINDOW_ROWS, last
 
 
-def block_max(weights: np.ndarray, causal: bool, cells: int = OVERVIEW_CELLS) -> tuple[np.ndarray, int]:
-    """(blocks, block size): each block's largest weight; a block wholly in the future is NaN."""
+def block_max(
+    weights: np.ndarray, causal: bool, cells: int = OVERVIEW_CELLS, window: int | None = None
+) -> tuple[np.ndarray, int]:
+    """(blocks, block size): each block's largest weight; a block wholly masked is NaN."""
     n_q, n_k = weights.shape
     size = -(-max(n_q, n_k) // cells)  # ceil: square blocks
     rows, cols = -(-n_q // size), -(-n_k // size)
     padded = np.full((rows * size, cols * size), np.nan, dtype=np.float32)
-    padded[:n_q, :n_k] = np.where(causal_future(n_q, n_k), np.nan, weights) if causal else weights
+    padded[:n_q, :n_k] = np.where(hidden_keys(n_q, n_k, window=window), np.nan, weights) if causal else weights
     blocks = padded.reshape(rows, size, cols, size)
     with np.errstate(all="ignore"):  # an all-NaN block stays NaN
         pooled = np.fmax.reduce(np.fmax.reduce(blocks, axis=3), axis=1)
     return pooled, size
 
 
-def with_overview(figure: Figure, weights: np.ndarray, first: int, last: int, *, causal: bool) -> Figure:
+def with_overview(
+    figure: Figure, weights: np.ndarray, first: int, last: int, *, causal: bool, window: int | None = None
+) -> Figure:
     """Add, to the right of a window heatmap, the overview of all of ``weights`` (queries, keys)
     with the window's rows outlined. The window keeps the left three quarters."""
-    pooled, size = block_max(weights, causal)
+    pooled, size = block_max(weights, causal, window=window)
     overview = {
         "type": "heatmap", "name": "overview", "z": typed_array(pooled), "xaxis": "x2", "yaxis": "y2",
         "x0": (size - 1) / 2, "dx": size, "y0": (size - 1) / 2, "dy": size, "zmin": 0.0, "zmax": 1.0,
