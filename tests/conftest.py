@@ -35,6 +35,14 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
+def gguf_file(checkpoints) -> Path:
+    """A tiny Gemma 3 in Q4_K, beside the checkpoint folders (the browser tests' allowed folder)."""
+    from tests.gguf_builders import write_tiny_gguf
+
+    return write_tiny_gguf(checkpoints["gpt2"].parent / "tiny-gemma3.Q4_K.gguf", "gemma3", "Q4_K")
+
+
+@pytest.fixture(scope="session")
 def smollm2():
     import explorer
 

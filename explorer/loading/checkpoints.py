@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 from explorer.model import ModelConfig
 
 from .errors import ModelLoadError
-from .gguf_llama import read_gguf_llama
+from .gguf_files import read_gguf
 from .hf_convert import convert
 
 OUR_CONFIG = "explorer_config.json"
@@ -103,7 +103,7 @@ def load_gguf_with_cache(gguf_path: Path, cache_folder: Path, progress: bool = T
     cached = read_converted(cache_folder, source)
     if cached is not None:
         return (*cached, load_tokenizer(cache_folder), False)
-    config, state = read_gguf_llama(gguf_path, progress=progress)
+    config, state = read_gguf(gguf_path, progress=progress)
     tokenizer = load_tokenizer(gguf_path.parent, gguf_file=gguf_path.name)
     with contextlib.suppress(OSError):  # a read-only cache folder only costs speed next time
         save_converted(cache_folder, config, state, tokenizer, source)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -127,8 +128,25 @@ def _translator_description() -> str:
 
 
 def _load_folder(folder: Path):
+    if not (folder / "config.json").is_file() and len(ggufs := sorted(folder.glob("*.gguf"))) == 1:
+        return _load_gguf(ggufs[0])  # a folder holding one GGUF file and nothing else to read
     config, state = read_hf_folder(folder)
     return config, state, load_tokenizer(folder)
+
+
+def _load_gguf(path: Path, progress: bool = True):
+    """A GGUF file, converted once into the cache (by its name and place: another file of the same
+    name elsewhere gets its own)."""
+    place = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+    config, state, tokenizer, _ = load_gguf_with_cache(path, cache_root() / "gguf" / f"{path.stem}-{place}", progress)
+    return config, state, tokenizer
+
+
+def _is_gguf_file(text: str) -> bool:
+    try:
+        return text.endswith(".gguf") and Path(text).expanduser().is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def _hub_check() -> None:
@@ -232,6 +250,10 @@ def load_model(name_or_path: str | Path, progress: bool = True) -> LoadedModel:
         config, state, tokenizer = _load_folder(folder)
         name, description = folder.name, f"Local checkpoint folder {folder.name}"
         known_words = read_known_words(folder)
+    elif _is_gguf_file(text):
+        path = Path(text).expanduser()
+        config, state, tokenizer = _load_gguf(path, progress)
+        name, description = path.name, f"Local GGUF file {path.name} ({config.family} architecture)"
     elif text.startswith(("/", ".", "~")):
         raise ModelLoadError(f"there is no model folder at {Path(text).name!r}; check the path")
     elif HUB_ID.match(text) and ".." not in text:
@@ -240,7 +262,7 @@ def load_model(name_or_path: str | Path, progress: bool = True) -> LoadedModel:
     else:
         raise UnknownModelError(
             f"unknown model {text[:60]!r}. Choose one of: {_registry_listing()}; or give a local checkpoint "
-            "folder or a Hub id of the form owner/name."
+            "folder, a .gguf file, or a Hub id of the form owner/name."
         )
     try:
         model = model_from_state(config, state)

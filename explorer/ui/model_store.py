@@ -2,7 +2,8 @@
 
 Sessions are per user; a model is loaded once per process and kept. Which models a user may
 name beyond the registry is the operator's choice: local folders only below the folders
-listed in ``DECODER_EXPLORER_MODEL_DIRS`` (separated by ``:``), Hub ids only when
+listed in ``DECODER_EXPLORER_MODEL_DIRS`` (separated by ``:``; a checkpoint folder, or a
+``.gguf`` file), Hub ids only when
 ``DECODER_EXPLORER_ALLOW_HUB_IDS=1``.
 """
 
@@ -54,7 +55,8 @@ def resolve_custom(text: str) -> str:
     for root in allowed_model_dirs():
         try:
             candidate = (root / text).resolve() if not Path(text).is_absolute() else Path(text).resolve()
-            if candidate.is_relative_to(root) and candidate.is_dir():
+            is_model = candidate.is_dir() or (candidate.suffix == ".gguf" and candidate.is_file())
+            if candidate.is_relative_to(root) and is_model:
                 return str(candidate)
         except (OSError, ValueError):  # a name too long, or with a NUL: no such folder
             continue

@@ -81,3 +81,11 @@ def test_a_sliding_window_is_drawn_in_the_mask(page, checkpoints):
         " return g && g.data && g.data[0].y.join('|') === 'layer 0 (local, 6)|layer 1 (global)|"
         "layer 2 (local, 6)|layer 3 (global)'; }"
     )
+
+
+def test_a_gguf_file_loads_from_another_model_and_steps(page, gguf_file):
+    """A .gguf file in the allowed folder: converted once, then stepped like any model."""
+    load_and_step(page, gguf_file)
+    page.get_by_role("tab", name="Architecture and cost", exact=True).click()
+    page.wait_for_function("() => document.querySelector('#architecture').innerText.includes('gemma3_text family')")
+    page.wait_for_function("() => document.querySelector('#architecture').innerText.includes('5 local layers')")
