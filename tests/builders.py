@@ -171,6 +171,34 @@ def tiny_marian(folder: Path, seed: int = 0, never_end: bool = True) -> Path:
     return folder
 
 
+def tiny_bart(folder: Path, seed: int = 0, kind: str = "Bart") -> Path:
+    """A tiny random BART (post-norm) or mBART (``kind="MBart"``: pre-norm, final norms, scaled
+    embeddings): learned positions offset by two rows, a norm on each stack's embeddings; the
+    end token made improbable, as the tiny Marian's, so that greedy decoding runs long."""
+    import transformers
+    from transformers import AutoTokenizer
+
+    from explorer.train.tokenizer import build_marian_tokenizer
+
+    build_marian_tokenizer(CORPUS, CORPUS, folder, vocab_size=240)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    torch.manual_seed(seed)
+    config = getattr(transformers, f"{kind}Config")(
+        vocab_size=len(tokenizer), d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128, max_position_embeddings=128,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.pad_token_id, forced_eos_token_id=None, scale_embedding=kind == "MBart",
+    )  # fmt: skip
+    model = getattr(transformers, f"{kind}ForConditionalGeneration")(config).eval()
+    _randomise_norms(model, seed)
+    with torch.no_grad():
+        model.final_logits_bias.normal_(0, 0.5)
+        model.final_logits_bias[0, tokenizer.eos_token_id] = -100.0
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 def _save(model: torch.nn.Module, tokenizer, folder: Path, seed: int) -> Path:
     _randomise_norms(model.eval(), seed)
     model.save_pretrained(folder)

@@ -31,6 +31,8 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
         "gpt_neox": builders.tiny_gpt_neox(root / "tiny-gpt-neox"),
         "gemma3_text": builders.tiny_gemma3(root / "tiny-gemma3"),
         "marian": builders.tiny_marian(root / "tiny-marian"),
+        "bart": builders.tiny_bart(root / "tiny-bart"),
+        "mbart": builders.tiny_bart(root / "tiny-mbart", kind="MBart"),
     }
 
 

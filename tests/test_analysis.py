@@ -25,7 +25,7 @@ def stepped(loaded, text="the cat sat on the mat", steps=6, **kwargs):
 
 
 # ---------------------------------------------------------------- logit lens
-@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "gemma3_text", "marian"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "gemma3_text", "marian", "bart"])
 def test_logit_lens_last_layer_is_the_real_prediction(models, family):
     session = stepped(models[family])
     result = lens.logit_lens(session, k=5)
@@ -69,7 +69,7 @@ def test_logit_lens_leaves_the_session_alone(models):
 
 
 # ---------------------------------------------------------------- causal proof
-@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "gemma3_text", "marian"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "gemma3_text", "marian", "bart"])
 def test_parallel_pass_equals_the_step_by_step_run(models, family):
     session = stepped(models[family])
     check = proof.parallel_check(session)
@@ -79,7 +79,7 @@ def test_parallel_pass_equals_the_step_by_step_run(models, family):
     assert check.same_predictions
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "gemma3_text", "marian"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "gemma3_text", "marian", "bart"])
 def test_without_the_mask_the_future_leaks_and_the_session_is_untouched(models, family):
     session = stepped(models[family])
     tokens, history = list(session.token_ids), session.self_attention(0).copy()
@@ -190,6 +190,8 @@ def test_architecture_rows_name_the_structure(models):
     assert "rotary" in rows["positions"] and rows["decoder layers"] == str(llama.config.n_layers)
     marian = dict(cost.architecture_rows(models["marian"].config, 1))
     assert "post-norm" in marian["norm"] and "encoder layers" in marian
+    bart = dict(cost.architecture_rows(models["bart"].config, 1))
+    assert "post-norm" in bart["norm"] and bart["embeddings"].endswith("then normed, in each stack")
     gemma = dict(cost.architecture_rows(models["gemma3_text"].config, 1))
     assert gemma["attention reach"].startswith("2 local layers (0, 2) read the last 6 positions; the 2 global")
     assert gemma["sublayers"] == "a norm before and after each: x + norm2(f(norm1(x)))"

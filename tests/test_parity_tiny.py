@@ -40,14 +40,15 @@ def test_decoder_only_matches_transformers(checkpoints, family):
         assert (ours.trace.residual(layer) - expected.hidden_states[layer + 1]).abs().max() <= TOL
 
 
-def test_marian_matches_transformers(checkpoints):
-    from transformers import MarianMTModel
+@pytest.mark.parametrize("family", ["marian", "bart", "mbart"])
+def test_encoder_decoder_matches_transformers(checkpoints, family):
+    from transformers import AutoModelForSeq2SeqLM
 
-    folder = checkpoints["marian"]
-    ref = MarianMTModel.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+    folder = checkpoints[family]
+    ref = AutoModelForSeq2SeqLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
     loaded = explorer.load_model(str(folder))
     config = loaded.config
-    assert config.is_encoder_decoder and config.family == "marian" and not config.norm_first
+    assert config.is_encoder_decoder and config.family == family and config.norm_first == (family == "mbart")
     src = torch.tensor([loaded.tokenizer("twenty-one on March 3, 2021")["input_ids"]])
     tgt = torch.tensor([[config.decoder_start_token_id, 5, 9, 14, 3, 7]])
     with torch.no_grad():
@@ -103,7 +104,7 @@ def test_settings_the_explorer_lacks_are_named():
               "word_embed_proj_dim": 4}  # fmt: skip
     with pytest.raises(ModelLoadError, match=r"opt .*word_embed_proj_dim"):
         convert(config, {})
-    families = "gemma3_text, gpt2, gpt_neox, llama, marian, mistral, opt, phi3, qwen2, qwen3"
+    families = "bart, gemma3_text, gpt2, gpt_neox, llama, marian, mbart, mistral, opt, phi3, qwen2, qwen3"
     with pytest.raises(ModelLoadError, match=rf"'mamba' is not supported.*{families}"):
         convert({"model_type": "mamba"}, {})
 

@@ -60,6 +60,8 @@ def architecture_rows(config: ModelConfig, parameters: int) -> list[tuple[str, s
         rows.append(("score scale", f"q·k × {c.attn_scale:.4g} (not 1/√{c.head_dim} = {c.head_dim**-0.5:.4g})"))
     if c.sliding_window:
         rows.append(("attention reach", reach_text(c)))
+    if c.embedding_norm:
+        rows.append(("embeddings", "token and position vectors added, then normed, in each stack"))
     rows += [
         ("positions", positions_text(c)),
         ("context window", f"{c.max_positions:,} positions"),

@@ -56,6 +56,7 @@ class ModelConfig:
     ffn_bias: bool = True
     tie_embeddings: bool = True
     scale_embeddings: bool = False  # multiply token embeddings by sqrt(d_model)
+    embedding_norm: bool = False  # a norm on the embeddings (plus positions) of each stack (BART, mBART)
     final_logits_bias: bool = False  # Marian adds a learned bias to the logits
     is_encoder_decoder: bool = False
     n_encoder_layers: int = 0

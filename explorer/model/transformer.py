@@ -35,7 +35,8 @@ class Output:
 
 
 class InputEmbedding(nn.Module):
-    """Token vectors (optionally scaled by sqrt(d_model)) plus additive position vectors.
+    """Token vectors (optionally scaled by sqrt(d_model)) plus additive position vectors,
+    normed in BART's way when the family does.
 
     Rotary models add nothing here: their positions enter inside attention.
     """
@@ -50,13 +51,14 @@ class InputEmbedding(nn.Module):
             self.positions = nn.Embedding(config.max_positions, config.d_model)
         elif config.positions == "sinusoidal":
             self.positions = SinusoidalPositions(config.max_positions, config.d_model)
+        self.norm = make_norm(config.norm, config.d_model, config.norm_eps) if config.embedding_norm else nn.Identity()
         self.tap = Tap("residual")  # the residual stream as it starts: "{stack}.embed"
 
     def forward(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         x = self.embed_tokens(ids) * self.scale  # (B, T, d_model)
         if self.positions is not None:
             x = x + self.positions(positions)
-        return self.tap(x)
+        return self.tap(self.norm(x))
 
 
 def check_positions(start: int, length: int, max_positions: int, device: torch.device | None = None) -> torch.Tensor:

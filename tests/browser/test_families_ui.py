@@ -20,6 +20,8 @@ SAYS = {
     "opt": "opt family",
     "gpt_neox": "side by side",
     "gemma3_text": "2 local layers (0, 2) read the last 6 positions",
+    "bart": "then normed, in each stack",
+    "mbart": "pre-norm",
 }
 
 
