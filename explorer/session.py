@@ -17,7 +17,7 @@ matrix equals the one a full forward pass gives (the tests check it).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -173,10 +173,17 @@ class AttentionInputs:
     computes each in turn.)"""
 
     def __init__(
-        self, n_layers: int, causal: bool, max_rows: int, scale: float, windows: list[int | None] | None = None
+        self,
+        n_layers: int,
+        causal: bool,
+        max_rows: int,
+        scale: float,
+        windows: list[int | None] | None = None,
+        position_bias: Callable[[torch.Tensor], torch.Tensor | None] | None = None,
     ) -> None:
         self.causal, self.max_rows, self.scale = causal, max_rows, scale  # scale: ModelConfig.score_scale
         self.windows = windows or [None] * n_layers  # each layer's sliding window (ModelConfig.window_of)
+        self.position_bias = position_bias  # query positions -> (1, heads, Tq, keys): T5's relative positions
         self.queries = [GrowingRows(max_rows) for _ in range(n_layers)]
         self.keys = [GrowingRows(max_rows) for _ in range(n_layers)]
         self._kept: tuple[int, AttentionRows] | None = None  # (layer, its rows) a view asked for last
@@ -219,7 +226,10 @@ class AttentionInputs:
         mask = None
         if self.causal:
             mask = causal_mask(q.shape[1], keys.shape[1], q.device, first_query=first, window=self.windows[layer])
-        return attention_weights(q[None].float(), keys[None].float(), mask, self.scale)[0].cpu().numpy()
+        bias = None
+        if self.position_bias is not None:
+            bias = self.position_bias(torch.arange(first, last, device=q.device))  # (1, heads, Tq, last)
+        return attention_weights(q[None].float(), keys[None].float(), mask, self.scale, bias)[0].cpu().numpy()
 
     def probabilities(self, layer: int, first: int = 0, last: int | None = None) -> np.ndarray:
         """(heads, queries, keys) float32 for the queries at positions first .. last - 1, every key
@@ -279,7 +289,9 @@ class GenerationSession:
         n_cross = self.config.n_layers if self.is_encoder_decoder else 0
         windows = [self.config.window_of(i) for i in range(self.config.n_layers)]
         scale = self.config.score_scale
-        self.self_inputs = AttentionInputs(self.config.n_layers, True, self.max_positions, scale, windows)
+        self.self_inputs = AttentionInputs(
+            self.config.n_layers, True, self.max_positions, scale, windows, self._position_bias
+        )  # fmt: skip
         self.cross_inputs = AttentionInputs(n_cross, causal=False, max_rows=self.max_positions, scale=scale)
         self._next_logits: torch.Tensor | None = None  # (vocab,) for the next position
         # (layers + 1, d_model): the newest position's residual stream after the embeddings and
@@ -364,6 +376,12 @@ class GenerationSession:
         if self.is_encoder_decoder:
             return self.model(ids, self.memory, cache=cache, **kwargs)
         return self.model(ids, cache=cache, **kwargs)
+
+    @torch.inference_mode()
+    def _position_bias(self, query_positions: torch.Tensor) -> torch.Tensor | None:
+        """The decoder's relative position bias (1, heads, Tq, keys) for queries at these positions
+        over the keys up to the last of them (T5); None for other families."""
+        return self.model.decoder.position_bias(query_positions.to(self.model_device))
 
     def _forward(self, ids: torch.Tensor, **kwargs):
         """The session's own pass: through its cache, the last position's logits only."""
@@ -477,8 +495,10 @@ class GenerationSession:
     @property
     def can_join_batch(self) -> bool:
         """Whether this session's next step may run in a batch with other sessions' (batching.py):
-        a cached one-token step, under no intervention."""
-        return self.use_cache and self.cache is not None and not self.interventions
+        a cached one-token step, under no intervention, of a model without relative positions
+        (each row of a batch would need its own bias: T5 steps alone)."""
+        relative = self.config.positions == "relative"
+        return self.use_cache and self.cache is not None and not self.interventions and not relative
 
     def force(self, token_id: int) -> StepResult:
         """Append ``token_id`` instead of the model's choice (a branch); Undo goes back."""

@@ -199,6 +199,40 @@ def tiny_bart(folder: Path, seed: int = 0, kind: str = "Bart") -> Path:
     return folder
 
 
+def tiny_t5(folder: Path, seed: int = 0, gated: bool = False) -> Path:
+    """A tiny random T5 (ReLU, output scaled by 1/sqrt(d_model)) or, ``gated``, a Flan-T5 kind
+    (gated GELU): relative position buckets (8 of them, log-spaced up to 20) with random biases,
+    a head size not d_model / heads, more decoder than encoder layers. The end token's row of
+    the table is zero, so its logit is 0 while the others are random: greedy decoding runs long."""
+    from transformers import AutoTokenizer, T5Config, T5ForConditionalGeneration
+
+    from explorer.train.tokenizer import build_marian_tokenizer
+
+    build_marian_tokenizer(CORPUS, CORPUS, folder, vocab_size=240)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    torch.manual_seed(seed)
+    config = T5Config(
+        vocab_size=len(tokenizer), d_model=64, d_kv=24, d_ff=128, num_layers=2, num_decoder_layers=3, num_heads=4,
+        relative_attention_num_buckets=8, relative_attention_max_distance=20,
+        feed_forward_proj="gated-gelu" if gated else "relu", tie_word_embeddings=not gated,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.pad_token_id,
+    )  # fmt: skip
+    model = T5ForConditionalGeneration(config).eval()
+    _randomise_norms(model, seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "relative_attention_bias" in name:
+                p.normal_(0, 1.0)
+        if gated:  # unscaled outputs: a smaller table keeps the logits in a range worth sampling from
+            model.shared.weight.mul_(0.05)
+        model.shared.weight[tokenizer.eos_token_id] = 0
+        model.lm_head.weight[tokenizer.eos_token_id] = 0
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 def _save(model: torch.nn.Module, tokenizer, folder: Path, seed: int) -> Path:
     _randomise_norms(model.eval(), seed)
     model.save_pretrained(folder)

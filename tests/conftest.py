@@ -33,6 +33,8 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
         "marian": builders.tiny_marian(root / "tiny-marian"),
         "bart": builders.tiny_bart(root / "tiny-bart"),
         "mbart": builders.tiny_bart(root / "tiny-mbart", kind="MBart"),
+        "t5": builders.tiny_t5(root / "tiny-t5"),
+        "flan_t5": builders.tiny_t5(root / "tiny-flan-t5", gated=True),
     }
 
 

@@ -25,7 +25,7 @@ def stepped(loaded, text="the cat sat on the mat", steps=6, **kwargs):
 
 
 # ---------------------------------------------------------------- logit lens
-@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "gemma3_text", "marian", "bart"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "gemma3_text", "marian", "bart", "t5"])
 def test_logit_lens_last_layer_is_the_real_prediction(models, family):
     session = stepped(models[family])
     result = lens.logit_lens(session, k=5)
@@ -69,7 +69,7 @@ def test_logit_lens_leaves_the_session_alone(models):
 
 
 # ---------------------------------------------------------------- causal proof
-@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "gemma3_text", "marian", "bart"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "gemma3_text", "marian", "bart", "t5"])
 def test_parallel_pass_equals_the_step_by_step_run(models, family):
     session = stepped(models[family])
     check = proof.parallel_check(session)
@@ -79,7 +79,7 @@ def test_parallel_pass_equals_the_step_by_step_run(models, family):
     assert check.same_predictions
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "gemma3_text", "marian", "bart"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "gemma3_text", "marian", "bart", "t5"])
 def test_without_the_mask_the_future_leaks_and_the_session_is_untouched(models, family):
     session = stepped(models[family])
     tokens, history = list(session.token_ids), session.self_attention(0).copy()
@@ -192,6 +192,11 @@ def test_architecture_rows_name_the_structure(models):
     assert "post-norm" in marian["norm"] and "encoder layers" in marian
     bart = dict(cost.architecture_rows(models["bart"].config, 1))
     assert "post-norm" in bart["norm"] and bart["embeddings"].endswith("then normed, in each stack")
+    t5 = dict(cost.architecture_rows(models["t5"].config, 1))
+    assert t5["positions"].startswith("relative (T5)") and t5["positions"].endswith(
+        "(8 buckets, the same past 20 positions)"
+    )
+    assert t5["score scale"].startswith("q·k × 1 (not 1/√24") and t5["output"].startswith("the last residual × 0.125")
     gemma = dict(cost.architecture_rows(models["gemma3_text"].config, 1))
     assert gemma["attention reach"].startswith("2 local layers (0, 2) read the last 6 positions; the 2 global")
     assert gemma["sublayers"] == "a norm before and after each: x + norm2(f(norm1(x)))"
@@ -266,3 +271,27 @@ def test_link_round_trip_and_refusals():
         snapshot.from_query({"model": "m", "text": "t", "tokens": "1,x"})
     with pytest.raises(InputError, match="file instead"):
         snapshot.query_string(snapshot.Snapshot(model="m", text="x" * 20_000))
+
+
+def test_t5s_relative_position_bias_chart_is_the_models_table(models):
+    """Each line is the learned bias of one head at each distance: equal to the bias the model
+    adds to the scores (bucketed, flat past the maximum distance)."""
+    from explorer.ui import insights
+    from explorer.ui.views import ExplorerState
+
+    loaded = models["t5"]
+    session = stepped(loaded, "twenty-one", steps=2)
+    state = ExplorerState("t5", session=session, head="2")
+    figure = insights.position_bias_figure(state)
+    config = loaded.config
+    traces = figure["data"]
+    assert len(traces) == 2 * config.n_heads  # encoder and decoder, a line per head
+    decoder_head_2 = next(t for t in traces if t["xaxis"] == "x2" and t["name"] == "head 2")
+    assert decoder_head_2["line"]["width"] == 3 and max(decoder_head_2["x"]) == 0  # the decoder only looks back
+    bias = loaded.model.decoder.relative(torch.tensor([29]), 30)[0, 2, 0]  # (keys,): query 29 over keys 0..29
+    by_distance = dict(zip(decoder_head_2["x"], decoder_head_2["y"], strict=True))
+    for key in range(30):
+        assert by_distance[key - 29] == pytest.approx(float(bias[key]), abs=1e-6)
+    far = [by_distance[d] for d in by_distance if d <= -config.relative_max_distance]
+    assert len(set(far)) == 1  # one bucket for everything at or past the maximum distance
+    assert insights.position_bias_figure(ExplorerState("gpt2", session=stepped(models["gpt2"], steps=1))) is None

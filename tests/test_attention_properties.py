@@ -11,7 +11,7 @@ from explorer.model import Record
 from explorer.model.attention import causal_mask
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "gemma3_text", "marian"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox", "gemma3_text", "marian", "t5"])
 def test_rows_sum_to_one_and_the_future_is_exactly_zero(checkpoints, family):
     """And, in a sliding layer (Gemma 3's 0 and 2), what lies before the window."""
     loaded = explorer.load_model(str(checkpoints[family]))

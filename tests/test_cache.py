@@ -10,25 +10,14 @@ import explorer
 from explorer.model import Record
 
 N_STEPS = 50
-FAMILIES = [
-    "gpt2",
-    "llama",
-    "qwen2",
-    "qwen3",
-    "mistral",
-    "phi3",
-    "opt",
-    "gpt_neox",
-    "gemma3_text",
-    "marian",
-    "bart",
-    "mbart",
-]
+FAMILIES = ["gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "opt", "gpt_neox", "gemma3_text",
+            "marian", "bart", "mbart", "t5", "flan_t5"]  # fmt: skip
 PROMPTS = {
     "gpt2": "The quick brown fox", "llama": "Attention is all", "qwen2": "Biases on q, k and v", "mistral": "A wind",
     "phi3": "Fused qkv", "qwen3": "Normalised queries", "opt": "Offset positions",
     "gpt_neox": "Side by side", "gemma3_text": "A window of six slides along",
     "marian": "twenty-one on March 3", "bart": "three hundred and forty-two", "mbart": "Wednesday, March 3, 2021",
+    "t5": "twenty-one einundzwanzig three hundred", "flan_t5": "at 7:30 PM um 19:30",
 }  # fmt: skip
 
 

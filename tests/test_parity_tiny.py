@@ -40,7 +40,7 @@ def test_decoder_only_matches_transformers(checkpoints, family):
         assert (ours.trace.residual(layer) - expected.hidden_states[layer + 1]).abs().max() <= TOL
 
 
-@pytest.mark.parametrize("family", ["marian", "bart", "mbart"])
+@pytest.mark.parametrize("family", ["marian", "bart", "mbart", "t5", "flan_t5"])
 def test_encoder_decoder_matches_transformers(checkpoints, family):
     from transformers import AutoModelForSeq2SeqLM
 
@@ -48,9 +48,11 @@ def test_encoder_decoder_matches_transformers(checkpoints, family):
     ref = AutoModelForSeq2SeqLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
     loaded = explorer.load_model(str(folder))
     config = loaded.config
-    assert config.is_encoder_decoder and config.family == family and config.norm_first == (family == "mbart")
-    src = torch.tensor([loaded.tokenizer("twenty-one on March 3, 2021")["input_ids"]])
-    tgt = torch.tensor([[config.decoder_start_token_id, 5, 9, 14, 3, 7]])
+    assert config.is_encoder_decoder and config.family == family.removeprefix("flan_")
+    assert config.norm_first == (family not in ("marian", "bart"))
+    src = torch.tensor([loaded.tokenizer("twenty-one on March 3, 2021, and a few words more")["input_ids"]])
+    # T5's relative buckets are log-spaced up to 20 positions in the tiny checkpoints: go past them
+    tgt = torch.tensor([[config.decoder_start_token_id, *range(5, 30)]])
     with torch.no_grad():
         expected = ref(input_ids=src, decoder_input_ids=tgt, output_attentions=True, output_hidden_states=True)
         memory, enc_trace = loaded.model.encode(src, record=Record.everything())
@@ -104,7 +106,7 @@ def test_settings_the_explorer_lacks_are_named():
               "word_embed_proj_dim": 4}  # fmt: skip
     with pytest.raises(ModelLoadError, match=r"opt .*word_embed_proj_dim"):
         convert(config, {})
-    families = "bart, gemma3_text, gpt2, gpt_neox, llama, marian, mbart, mistral, opt, phi3, qwen2, qwen3"
+    families = "bart, gemma3_text, gpt2, gpt_neox, llama, marian, mbart, mistral, opt, phi3, qwen2, qwen3, t5"
     with pytest.raises(ModelLoadError, match=rf"'mamba' is not supported.*{families}"):
         convert({"model_type": "mamba"}, {})
 

@@ -18,6 +18,7 @@ POSITION_NAMES = {
     "learned": "learned position vectors, added to the token vectors",
     "sinusoidal": "fixed sinusoidal position vectors, added to the token vectors",
     "rope": "rotary (RoPE): queries and keys rotated by position inside attention",
+    "relative": "relative (T5): no position vectors; each head adds a learned bias to a score by distance",
 }
 
 
@@ -56,6 +57,8 @@ def architecture_rows(config: ModelConfig, parameters: int) -> list[tuple[str, s
         rows.append(("sublayers", "side by side: x + attention(norm1(x)) + feed-forward(norm2(x))"))
     if c.sandwich_norm:
         rows.append(("sublayers", "a norm before and after each: x + norm2(f(norm1(x)))"))
+    if c.output_scale != 1.0:
+        rows.append(("output", f"the last residual × {c.output_scale:.4g} (1/√{c.d_model}) before the output head"))
     if c.attn_scale is not None:
         rows.append(("score scale", f"q·k × {c.attn_scale:.4g} (not 1/√{c.head_dim} = {c.head_dim**-0.5:.4g})"))
     if c.sliding_window:
@@ -89,6 +92,8 @@ def layer_list(layers: list[int]) -> str:
 
 def positions_text(c: ModelConfig) -> str:
     text = POSITION_NAMES[c.positions]
+    if c.positions == "relative":
+        text += f" ({c.relative_buckets} buckets, the same past {c.relative_max_distance} positions)"
     if c.positions == "rope":
         text += f" (theta {c.rope_theta:g}"
         text += f"; {c.rope_local_theta:g} in the local layers)" if c.rope_local_theta else ")"

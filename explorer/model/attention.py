@@ -53,13 +53,18 @@ def causal_mask(
 
 
 def attention_scores(
-    q: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor | None = None, scale: float | None = None
+    q: torch.Tensor,
+    keys: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    scale: float | None = None,
+    bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """q kᵀ / √d, with -inf where the mask hides a key: (B, heads, Tq, Tk), before softmax.
 
     q is (B, heads, Tq, hd); keys are (B, kv_heads, Tk, hd), with kv_heads dividing heads
     (grouped-query attention: query heads g*share .. g*share+share-1 all read key head g);
-    mask is (Tq, Tk), True where a query may look; ``scale`` replaces 1/√d (ModelConfig.score_scale).
+    mask is (Tq, Tk), True where a query may look; ``scale`` replaces 1/√d (ModelConfig.score_scale);
+    ``bias`` (1 or B, heads, Tq, Tk) is added to the scores (T5's relative positions).
     """
     batch, n_heads, n_queries, hd = q.shape
     n_kv_heads = keys.shape[1]
@@ -68,6 +73,8 @@ def attention_scores(
     scale = hd**-0.5 if scale is None else scale
     scores = (q_grouped @ keys.transpose(-2, -1)) * scale  # (B, kv, share*Tq, Tk)
     scores = scores.view(batch, n_heads, n_queries, -1)  # (B, heads, Tq, Tk)
+    if bias is not None:
+        scores = scores + bias
     if mask is not None:
         # The mask goes on the scores, before softmax: exp(-inf) = 0, so the future gets
         # exactly zero weight and every row still sums to one.
@@ -76,14 +83,18 @@ def attention_scores(
 
 
 def attention_weights(
-    q: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor | None = None, scale: float | None = None
+    q: torch.Tensor,
+    keys: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    scale: float | None = None,
+    bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """softmax(q kᵀ / √d + mask): (B, heads, Tq, Tk) probabilities, every row summing to one.
 
     The session computes a layer's attention here when a view asks for it (from the queries and
     keys the model used).
     """
-    return attention_scores(q, keys, mask, scale).softmax(dim=-1)
+    return attention_scores(q, keys, mask, scale, bias).softmax(dim=-1)
 
 
 def _unchanged(x: torch.Tensor) -> torch.Tensor:
@@ -98,12 +109,13 @@ def eager_attention(
     tap_scores: Callable[[torch.Tensor], torch.Tensor] = _unchanged,
     tap_probs: Callable[[torch.Tensor], torch.Tensor] = _unchanged,
     scale: float | None = None,
+    bias: torch.Tensor | None = None,  # (1, heads, Tq, Tk), added to the scores
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(q kᵀ/√d + mask) v. Returns each head's output (B, heads, Tq, hd) and the
     probabilities (B, heads, Tq, Tk); the scores and probabilities pass through the given taps."""
     batch, n_heads, n_queries, hd = q.shape
     n_kv_heads = keys.shape[1]
-    scores = tap_scores(attention_scores(q, keys, mask, scale))  # (B, heads, Tq, Tk)
+    scores = tap_scores(attention_scores(q, keys, mask, scale, bias))  # (B, heads, Tq, Tk)
     probs = tap_probs(scores.softmax(dim=-1))
     # A key/value head serves n_heads / n_kv_heads query heads: their rows share one product.
     grouped = probs.reshape(batch, n_kv_heads, (n_heads // n_kv_heads) * n_queries, -1)  # (B, kv, share*Tq, Tk)
@@ -154,8 +166,10 @@ class MultiHeadAttention(nn.Module):
         *,
         causal: bool,
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        bias: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Attend from x_q (batch, Tq, d_model) over ``kv``; returns (batch, Tq, d_model).
+        ``bias`` (1, heads, Tq, Tk) is added to the scores (T5's relative positions).
 
         With ``causal``, the queries are taken to be the last Tq positions of the Tk keys.
         A single new query (a cached step) needs no mask, every key being its past or itself,
@@ -167,16 +181,20 @@ class MultiHeadAttention(nn.Module):
         if rotary is not None:  # (cos, sin) of the query positions
             q = rotate(q, rotary)
         if isinstance(kv, RowsKV):
+            if bias is not None:
+                raise ValueError("a batched step has no relative position bias; such a model steps alone")
             z = self.z(self._attend_rows(self.q(q), kv))  # (B, heads, 1, hd)
             return self.out(self.o_proj(z.transpose(1, 2).reshape(batch, n_queries, self.n_heads * self.head_dim)))
         q, keys, values = self.q(q), self.k(kv.keys), self.v(kv.values)
         mask = self._mask(n_queries, kv.length, x_q.device) if causal else None  # (Tq, Tk)
         run = current_run()
         if run is not None and (run.touches(self.scores) or run.touches(self.probs)):
-            z, _ = eager_attention(q, keys, values, mask, self.scores, self.probs, self.scale)
+            z, _ = eager_attention(q, keys, values, mask, self.scores, self.probs, self.scale, bias)
         else:  # PyTorch's fused kernel: the same numbers, no (Tq x Tk) matrix in memory
             if n_queries == 1 and mask is not None:  # a cached step of a sliding layer: its last keys only
                 keys, values, mask = keys[:, :, -self.window :], values[:, :, -self.window :], None
+            if bias is not None:  # a float mask is added to the scores: the bias, -inf where hidden
+                mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
             z = F.scaled_dot_product_attention(
                 q, keys, values, attn_mask=mask, scale=self.scale, enable_gqa=self.share > 1
             )  # fmt: skip

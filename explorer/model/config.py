@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 Norm = Literal["layer", "rms"]
-Positions = Literal["learned", "sinusoidal", "rope"]
+Positions = Literal["learned", "sinusoidal", "rope", "relative"]
 Activation = Literal["gelu", "gelu_tanh", "relu", "silu"]
 LayerType = Literal["full", "sliding"]
 
@@ -39,6 +39,8 @@ class ModelConfig:
     final_norm: bool = True  # a norm after the last layer (pre-norm models need one)
     positions: Positions = "learned"
     rope_theta: float = 10000.0
+    relative_buckets: int = 32  # T5's relative positions: distances binned (exact when small, log-spaced up to
+    relative_max_distance: int = 128  # relative_max_distance), one learned number per bucket and head
     rotary_dim: int | None = None  # rotary on the first rotary_dim numbers of each head (Pythia: a quarter)
     parallel_residual: bool = False  # x + attn(norm1(x)) + ffn(norm2(x)) (GPT-NeoX/Pythia)
     activation: Activation = "gelu"
@@ -58,6 +60,7 @@ class ModelConfig:
     scale_embeddings: bool = False  # multiply token embeddings by sqrt(d_model)
     embedding_norm: bool = False  # a norm on the embeddings (plus positions) of each stack (BART, mBART)
     final_logits_bias: bool = False  # Marian adds a learned bias to the logits
+    output_scale: float = 1.0  # the last residual is multiplied by this before the output head (T5: d_model^-0.5)
     is_encoder_decoder: bool = False
     n_encoder_layers: int = 0
     bos_token_id: int | None = None

@@ -97,9 +97,11 @@ class EncoderLayer(nn.Module):
         self.ffn_norm = make_norm(config.norm, config.d_model, config.norm_eps)
         self.resid_after_attn, self.resid_after_ffn = Tap("residual"), Tap("residual")  # (B, S, d_model)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """x (B, S, d_model); ``bias`` (1, heads, S, S): T5's relative positions, or None."""
+
         def attend(h: torch.Tensor) -> torch.Tensor:
-            return self.self_attn(h, self.self_attn.project_kv(h), causal=False)
+            return self.self_attn(h, self.self_attn.project_kv(h), causal=False, bias=bias)
 
         x = self.resid_after_attn(with_residual(x, self.self_attn_norm, attend, self.norm_first))
         return self.resid_after_ffn(with_residual(x, self.ffn_norm, self.ffn, self.norm_first))
@@ -133,12 +135,13 @@ class DecoderLayer(nn.Module):
         cache: KVCache | None,
         memory: torch.Tensor | None,  # (B, S, d_model) encoder output, or None
         causal: bool,
+        bias: torch.Tensor | None = None,  # (1, heads, T, keys): T5's relative positions, or None
     ) -> torch.Tensor:
         def self_attend(h: torch.Tensor) -> torch.Tensor:
             kv = self.self_attn.project_kv(h, rotary)
             if cache is not None:  # keys of the past come from the cache, the new ones join it
                 kv = cache.append(index, kv.keys, kv.values)
-            return self.self_attn(h, kv, causal=causal, rotary=rotary)
+            return self.self_attn(h, kv, causal=causal, rotary=rotary, bias=bias)
 
         def cross_attend(h: torch.Tensor) -> torch.Tensor:
             kv = cache.cross_attn[index] if cache is not None else None

@@ -1,9 +1,11 @@
-"""How a model knows where a token stands: learned, sinusoidal, or rotary positions.
+"""How a model knows where a token stands: learned, sinusoidal, rotary or relative positions.
 
 Self-attention alone is blind to order; each family adds position information in its
 own way. Learned and sinusoidal positions are added to the token embedding once, at the
 bottom of the stack. Rotary positions (RoPE) instead rotate every query and key inside
-attention, so that a query-key dot product depends on their distance.
+attention, so that a query-key dot product depends on their distance. T5's relative
+positions add nothing to any vector: each head adds a learned number to each score, chosen
+by how far apart the query and the key are.
 """
 
 from __future__ import annotations
@@ -75,6 +77,41 @@ def rotate(x: torch.Tensor, angles: tuple[torch.Tensor, torch.Tensor]) -> torch.
     x1, x2 = x.chunk(2, dim=-1)
     rotated_half = torch.cat([-x2, x1], dim=-1)
     return x * cos + rotated_half * sin
+
+
+class RelativePositionBias(nn.Module):
+    """T5: a learned bias per head for each bucket of relative distance (key - query), added to
+    the scores before softmax. Distances below half the buckets each get their own bucket; longer
+    ones share log-spaced buckets up to ``max_distance``. Bidirectional (the encoder) splits the
+    buckets between keys before and after the query; the decoder only looks back."""
+
+    def __init__(self, n_buckets: int, max_distance: int, n_heads: int, bidirectional: bool) -> None:
+        super().__init__()
+        self.table = nn.Embedding(n_buckets, n_heads)  # (buckets, heads)
+        self.n_buckets, self.max_distance, self.bidirectional = n_buckets, max_distance, bidirectional
+
+    def forward(self, query_positions: torch.Tensor, n_keys: int) -> torch.Tensor:
+        """(1, heads, Tq, Tk) biases for queries at ``query_positions`` (Tq,) over keys 0..n_keys-1."""
+        keys = torch.arange(n_keys, device=query_positions.device)
+        relative = keys[None, :] - query_positions[:, None]  # (Tq, Tk)
+        return self.table(self.bucket(relative)).permute(2, 0, 1)[None]
+
+    def by_distance(self, distances: torch.Tensor) -> torch.Tensor:
+        """(heads, n) the bias each head adds at each relative distance (key - query) of ``distances`` (n,)."""
+        return self.table(self.bucket(distances)).T
+
+    def bucket(self, relative: torch.Tensor) -> torch.Tensor:
+        """Each relative distance's bucket (T5's and Mesh TensorFlow's rule)."""
+        n, buckets = self.n_buckets, torch.zeros_like(relative)
+        if self.bidirectional:
+            n //= 2
+            buckets = buckets + (relative > 0).long() * n  # keys after the query: the upper half
+            distance = relative.abs()
+        else:
+            distance = (-relative).clamp(min=0)  # how far back
+        exact = n // 2
+        far = exact + (torch.log(distance.float() / exact) / math.log(self.max_distance / exact) * (n - exact)).long()
+        return buckets + torch.where(distance < exact, distance, far.clamp(max=n - 1))
 
 
 def embedding_scale(d_model: int, scale: bool) -> float:

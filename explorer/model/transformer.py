@@ -19,7 +19,7 @@ from .cache import KVCache
 from .config import ModelConfig
 from .layers import DecoderLayer, EncoderLayer
 from .norms import make_norm
-from .positions import RotaryPositions, SinusoidalPositions, embedding_scale
+from .positions import RelativePositionBias, RotaryPositions, SinusoidalPositions, embedding_scale
 from .taps import Intervention, Tap, name_taps, tapping
 from .trace import NOTHING, Record, Trace
 
@@ -71,10 +71,18 @@ def check_positions(start: int, length: int, max_positions: int, device: torch.d
     return torch.arange(start, start + length, device=device)
 
 
+def relative_bias(config: ModelConfig, bidirectional: bool) -> RelativePositionBias | None:
+    """T5's relative position bias for one stack (shared by its layers), or None."""
+    if config.positions != "relative":
+        return None
+    return RelativePositionBias(config.relative_buckets, config.relative_max_distance, config.n_heads, bidirectional)
+
+
 class Encoder(nn.Module):
     def __init__(self, config: ModelConfig, embed_tokens: nn.Embedding) -> None:
         super().__init__()
         self.embed = InputEmbedding(config, embed_tokens)
+        self.relative = relative_bias(config, bidirectional=True)
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_encoder_layers))
         self.final_norm = (
             make_norm(config.norm, config.d_model, config.norm_eps) if config.final_norm else nn.Identity()
@@ -84,8 +92,9 @@ class Encoder(nn.Module):
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         positions = check_positions(0, ids.shape[1], self.embed.max_positions, ids.device)
         x = self.embed(ids, positions)  # (B, S, d_model)
+        bias = self.relative(positions, ids.shape[1]) if self.relative is not None else None  # (1, heads, S, S)
         for layer in self.layers:
-            x = layer(x)
+            x = layer(x, bias)
         return self.memory(self.final_norm(x))  # (B, S, d_model): the memory the decoder reads
 
 
@@ -100,6 +109,7 @@ class Decoder(nn.Module):
             if config.rope_local_theta not in (None, config.rope_theta):
                 self.local_rotary = RotaryPositions(config.max_positions, config.rotary_dim, config.rope_local_theta)
         self.sliding = [config.layer_type(i) == "sliding" for i in range(config.n_layers)]
+        self.relative = relative_bias(config, bidirectional=False)
         self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.n_layers))
         self.final_norm = (
             make_norm(config.norm, config.d_model, config.norm_eps) if config.final_norm else nn.Identity()
@@ -120,10 +130,20 @@ class Decoder(nn.Module):
             start = cache.length if cache is not None else 0
             positions = check_positions(start, ids.shape[1], self.embed.max_positions, ids.device)
         x = self.embed(ids, positions)  # (B, T, d_model)
-        rotary = self.rotary_angles(positions)
+        rotary, bias = self.rotary_angles(positions), self.position_bias(positions, causal)
         for i, layer in enumerate(self.layers):
-            x = layer(x, index=i, rotary=rotary[i], cache=cache, memory=memory, causal=causal)
+            x = layer(x, index=i, rotary=rotary[i], cache=cache, memory=memory, causal=causal, bias=bias)
         return x  # (B, T, d_model), before the final norm
+
+    def position_bias(self, positions: torch.Tensor, causal: bool = True) -> torch.Tensor | None:
+        """T5's (1, heads, T, keys) relative position bias for the new ``positions`` over every
+        key so far (a whole pass without the mask: over every key of the text); None otherwise."""
+        if self.relative is None:
+            return None
+        if positions.dim() == 2:
+            raise ValueError("a batched step has no relative position bias; such a model steps alone")
+        n_keys = int(positions[-1]) + 1 if causal else positions.shape[0]
+        return self.relative(positions, n_keys)
 
     def rotary_angles(self, positions: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor] | None]:
         """Each layer's rotary (cos, sin) for ``positions``, computed once per pass; None without
@@ -177,7 +197,7 @@ class LanguageModel(nn.Module):
         Applied to the last layer's output this is the model's prediction; applied to an
         earlier layer's residual it is the "logit lens".
         """
-        logits = self.lm_head(self.final_norm(self.decoder.final_norm(residual)))
+        logits = self.lm_head(self.final_norm(self.decoder.final_norm(residual)) * self.config.output_scale)
         if self.final_logits_bias is not None:
             logits = logits + self.final_logits_bias
         return self.logits(logits)
@@ -211,12 +231,13 @@ class LanguageModel(nn.Module):
         """The last position's logits (B, vocab), running the decoder layers from ``layer`` on only
         (a whole sequence, no cache). A change at layer L leaves every layer before it as it was,
         so activation patching reruns just this part."""
-        rotary = self.decoder.rotary_angles(torch.arange(hidden.shape[1], device=hidden.device))
+        positions = torch.arange(hidden.shape[1], device=hidden.device)
+        rotary, bias = self.decoder.rotary_angles(positions), self.decoder.position_bias(positions)
         _, tapped = self.tapped(NOTHING, interventions)
         with tapped:
             for i in range(layer, len(self.decoder.layers)):
                 hidden = self.decoder.layers[i](
-                    hidden, index=i, rotary=rotary[i], cache=None, memory=memory, causal=True
+                    hidden, index=i, rotary=rotary[i], cache=None, memory=memory, causal=True, bias=bias
                 )  # fmt: skip
             return self.unembed(hidden[:, -1:])[:, -1]
 

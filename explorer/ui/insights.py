@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from explorer.analysis import ablation, cost, lens, proof, roles
 from explorer.tokens import visible
@@ -12,6 +13,7 @@ from explorer.viz.ablation import ablation_chart
 from explorer.viz.heatmap import window_note
 from explorer.viz.labels import position_labels
 from explorer.viz.patching import patching_heatmap
+from explorer.viz.position_bias import position_bias_chart
 
 
 # ---------------------------------------------------------------- logit lens
@@ -249,6 +251,25 @@ def sandbox_summary(state: ExplorerState) -> str:
 
 
 # ---------------------------------------------------------------- architecture and cost
+def position_bias_figure(state: ExplorerState):
+    """T5's learned relative position bias per head against distance, for the encoder and the
+    decoder (None for a model without relative positions)."""
+    model, config = state.session.model, state.session.config
+    if config.positions != "relative":
+        return None
+    reach = config.relative_max_distance * 3 // 2  # a little past where the buckets stop growing
+    stacks = {}
+    with torch.no_grad():
+        for name, stack, distances in (
+            ("encoder", getattr(model, "encoder", None), torch.arange(-reach, reach + 1)),
+            ("decoder", model.decoder, torch.arange(-reach, 1)),
+        ):
+            if stack is not None and stack.relative is not None:
+                stacks[name] = (distances.numpy(), stack.relative.by_distance(distances).float().numpy())
+    head = None if state.head == MEAN else int(state.head)
+    return position_bias_chart(stacks, head, config.relative_max_distance)
+
+
 def architecture_table(state: ExplorerState) -> str:
     session = state.session
     rows = cost.architecture_rows(session.config, cost.parameter_count(session.model))

@@ -360,6 +360,7 @@ class Page:
     architecture_tab: gr.Tab
     architecture_info: gr.Markdown
     cost_info: gr.Markdown
+    bias_plot: gr.Plot
 
     def pick(self, *names: str) -> list:
         """The components with these names, in order (an event's inputs or outputs)."""
@@ -631,6 +632,10 @@ def model_tabs() -> dict:
                 made["architecture_info"] = gr.Markdown(elem_id="architecture")
             with gr.Column(min_width=420):
                 made["cost_info"] = gr.Markdown(elem_id="step-cost")
+        made["bias_plot"] = gr.Plot(
+            label="Relative position bias (T5): the selected head bold; its heatmap is in Self-attention",
+            elem_id="position-bias", visible=False,
+        )  # fmt: skip
         gr.Markdown(texts.ARCHITECTURE, elem_classes="explain")
     return made
 

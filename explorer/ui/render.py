@@ -27,7 +27,7 @@ FIGURES = (
     "roles_info", "role_head_plot", "ablation_info", "ablation_plot", "patching_info", "patching_plot",
     "patching_heads_plot", "patching_decoder_plot", "attribution_target", "attribution_info", "attribution_strip",
     "attribution_plot", "alignment_plot", "compare_info", "compare_tokens", "compare_plot", "compare_attention_plot",
-    "parallel_info", "sandbox_info", "sandbox_plot", "architecture_info", "cost_info", "kept",
+    "parallel_info", "sandbox_info", "sandbox_plot", "architecture_info", "cost_info", "bias_plot", "kept",
 )  # fmt: skip
 # The Patching tab's views come from its own two texts, never the session's: a Step cannot change
 # them, and every output of a Step costs the page (Gradio's postprocess and the page's read-back,
@@ -41,7 +41,8 @@ STEP_VIEWS = ("state", "status", "strip", "candidates", "cache_info", *(f for f 
 SESSION_VIEWS = ("layer", "head", "source", "source_note")
 MODEL_VIEWS = (
     "model_info", "text", "chat", "decoder_examples", "translator_examples", "cross_tab", "model", "patch_clean",
-    "patch_corrupted", "patch_answer", "patch_other", "alignment_plot", "patching_decoder_plot", *SESSION_BUTTONS,
+    "patch_corrupted", "patch_answer", "patch_other", "alignment_plot", "patching_decoder_plot", "bias_plot",
+    *SESSION_BUTTONS,
 )  # fmt: skip
 
 
@@ -198,7 +199,8 @@ FIGURES_OF_TAB = {
     "compare": compare_tab,
     "proof": proof_tab,
     "architecture": lambda st: {
-        "architecture_info": insights.architecture_table(st), "cost_info": insights.cost_table(st)
+        "architecture_info": insights.architecture_table(st), "cost_info": insights.cost_table(st),
+        "bias_plot": shown_plot(st, insights.position_bias_figure(st), "position-bias"),
     },
 }  # fmt: skip
 
@@ -238,6 +240,7 @@ def model_views(loaded) -> Updates:
         "cross_tab": gr.Tab(visible=translator),
         "alignment_plot": gr.Plot(visible=translator),
         "patching_decoder_plot": gr.Plot(visible=translator),
+        "bias_plot": gr.Plot(visible=loaded.config.positions == "relative"),
         **patching_pair(translator),
     }
 

@@ -108,7 +108,9 @@ ARCHITECTURE = """**Where the arithmetic goes.** A multiply-add counts as two FL
 step computes one new row, so its cost grows slowly with the length (only the attention
 scores grow); without it every row is computed again. The KV cache stores a key and a value
 vector per layer, key/value head and position; grouped-query attention shares them among
-query heads, which is how small models keep the cache small."""
+query heads, which is how small models keep the cache small. A T5 model has no position
+vectors at all: the chart above shows what each head adds to a score for each distance between
+query and key, learned, and the same beyond a maximum distance."""
 
 SAVE_AND_SHARE = """Figures download from the camera button that appears when you hover over them.
 A saved session (.npz) holds the input, settings, tokens and attention; open it to

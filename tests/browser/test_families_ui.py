@@ -91,3 +91,17 @@ def test_a_gguf_file_loads_from_another_model_and_steps(page, gguf_file):
     page.get_by_role("tab", name="Architecture and cost", exact=True).click()
     page.wait_for_function("() => document.querySelector('#architecture').innerText.includes('gemma3_text family')")
     page.wait_for_function("() => document.querySelector('#architecture').innerText.includes('5 local layers')")
+
+
+def test_t5_shows_its_relative_position_bias(page, checkpoints):
+    """A T5 translator: no position vectors; the architecture tab charts each head's learned bias
+    by distance, for the encoder (both ways) and the decoder (back only)."""
+    load_and_step(page, checkpoints["t5"])
+    page.get_by_role("tab", name="Architecture and cost", exact=True).click()
+    page.wait_for_function("() => document.querySelector('#architecture').innerText.includes('t5 family')")
+    chart = page.locator("#position-bias .js-plotly-plot")
+    chart.wait_for()
+    traces = page.evaluate("() => document.querySelector('#position-bias .js-plotly-plot').data.length")
+    assert traces == 2 * 4  # two stacks, four heads
+    chart.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "family-t5-bias.png"))
