@@ -49,7 +49,11 @@ def test_registry_says_what_is_available(monkeypatch):
     assert entries["smollm2-135m-instruct"].available
     assert not entries["gpt2"].available and "network" in entries["gpt2"].reason
     assert entries["Helsinki-NLP/opus-mt-en-de"].is_encoder_decoder
-    assert not entries["Qwen/Qwen2.5-0.5B-Instruct"].available  # a family the explorer reads, from the Hub
+    # one real small model of each newer family, offered for a Space that can download it
+    for name in ("Qwen/Qwen2.5-0.5B-Instruct", "EleutherAI/pythia-70m", "google/gemma-3-270m-it"):
+        assert not entries[name].available and not entries[name].is_encoder_decoder
+    for name in ("google/flan-t5-small", "google-t5/t5-small", "facebook/bart-base"):
+        assert not entries[name].available and entries[name].is_encoder_decoder
     for entry in entries.values():
         assert entry.description
 

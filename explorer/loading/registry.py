@@ -185,6 +185,34 @@ REGISTRY: dict[str, _Spec] = {
         "Qwen2.5-0.5B-Instruct (494M) from the Hub: Llama's design with biases on the queries, keys and values; "
         "14 query heads sharing 2 key/value heads.",
     ),
+    "EleutherAI/pythia-70m": _hub_spec(
+        "EleutherAI/pythia-70m",
+        "Pythia-70M (GPT-NeoX) from the Hub: attention and feed-forward side by side, rotary on a quarter of "
+        "each head.",
+    ),
+    "google/gemma-3-270m-it": _hub_spec(
+        "google/gemma-3-270m-it",
+        "Gemma 3 270M instruct from the Hub (gated: accept its licence on the Hub first): five sliding-window "
+        "layers per global one, norms around each sublayer.",
+    ),
+    "google/flan-t5-small": _hub_spec(
+        "google/flan-t5-small",
+        "Flan-T5 small (77M) from the Hub: relative position buckets instead of position vectors, gated GELU. "
+        'Give it an instruction, e.g. "Translate English to German: How old are you?"',
+        True,
+    ),
+    "google-t5/t5-small": _hub_spec(
+        "google-t5/t5-small",
+        'T5 small (60M) from the Hub: start the source with its task, e.g. "translate English to German: The '
+        'house is wonderful."',
+        True,
+    ),
+    "facebook/bart-base": _hub_spec(
+        "facebook/bart-base",
+        "BART base (140M) from the Hub: trained to repair corrupted text, so it writes its input back; "
+        "learned positions and a norm on the embeddings.",
+        True,
+    ),
     "Helsinki-NLP/opus-mt-en-de": _hub_spec(
         "Helsinki-NLP/opus-mt-en-de", "opus-mt English-to-German translator (Marian, 6+6 layers) from the Hub.", True
     ),
