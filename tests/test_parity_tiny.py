@@ -67,6 +67,13 @@ def test_encoder_decoder_matches_transformers(checkpoints, family):
         cross = ours.trace.cross_attention(layer)  # (1, heads, T, S)
         assert cross.shape == (1, config.n_heads, tgt.shape[1], src.shape[1])
         assert (cross - expected.cross_attentions[layer]).abs().max() <= TOL
+    # the residual stream after each layer but the last (transformers gives the last after the final norm)
+    embedded = expected.decoder_hidden_states[0]
+    assert (ours.trace["decoder.embed"] - embedded).abs().max() <= TOL
+    for layer in range(config.n_layers - 1):
+        assert (ours.trace.residual(layer) - expected.decoder_hidden_states[layer + 1]).abs().max() <= TOL
+    for layer in range(config.n_encoder_layers - 1):
+        assert (enc_trace.residual(layer, "encoder") - expected.encoder_hidden_states[layer + 1]).abs().max() <= TOL
 
 
 def test_records_every_kind_with_named_shapes(checkpoints):
