@@ -55,11 +55,14 @@ def test_gemma3_from_gguf_keeps_its_global_layers_and_steps_as_with_the_cache_of
     check_cache_parity(loaded, "A window of six slides along")
 
 
-def test_a_gguf_file_is_converted_once(tmp_path, monkeypatch):
+@pytest.mark.parametrize("arch", ["qwen2", "gemma3"])
+def test_a_gguf_file_is_converted_once(tmp_path, monkeypatch, arch):
+    """The second load reads the cache: the same weights, and the same tokenizer, whatever class
+    transformers gave the file's (a gemma3 file's is GemmaTokenizer)."""
     from explorer.loading import checkpoints
 
     monkeypatch.setenv("DECODER_EXPLORER_CACHE", str(tmp_path / "cache"))
-    path = write_tiny_gguf(tmp_path / "tiny.gguf", "qwen2")
+    path = write_tiny_gguf(tmp_path / "tiny.gguf", arch)
     first = explorer.load_model(str(path), progress=False)
     converted = list((tmp_path / "cache" / "gguf").iterdir())
     assert len(converted) == 1 and (converted[0] / "model.safetensors").is_file()
@@ -69,7 +72,9 @@ def test_a_gguf_file_is_converted_once(tmp_path, monkeypatch):
 
     monkeypatch.setattr(checkpoints, "read_gguf", no_second_conversion)
     again = explorer.load_model(str(path), progress=False)
-    ids = torch.tensor([first.tokenizer(TEXT)["input_ids"]])
+    for text in (TEXT, "  two spaces, <|endoftext|> and ü"):
+        assert again.tokenizer(text)["input_ids"] == first.tokenizer(text)["input_ids"]
+    ids = torch.tensor([again.tokenizer(TEXT)["input_ids"]])
     with torch.no_grad():
         assert torch.equal(first.model(ids).logits, again.model(ids).logits)
 

@@ -72,13 +72,25 @@ def save_converted(folder: Path, config: ModelConfig, state: dict[str, torch.Ten
         save_file({k: v.contiguous() for k, v in state.items()}, str(tmp / "model.safetensors"))
         (tmp / OUR_CONFIG).write_text(config.to_json())
         (tmp / "source.json").write_text(json.dumps(source))
-        tokenizer.save_pretrained(str(tmp))
+        portable_tokenizer(tokenizer).save_pretrained(str(tmp))
         if folder.exists():
             shutil.rmtree(folder)
         tmp.rename(folder)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def portable_tokenizer(tokenizer):
+    """The tokenizer as the generic fast tokenizer: its own tokenizer.json, special tokens and chat
+    template. A model-specific class (GemmaTokenizer for a gemma3 GGUF) would rebuild itself its
+    own way on reading the cache, which need not be how the file's tokenizer was read."""
+    from transformers import PreTrainedTokenizerFast
+
+    special = {k: v for k, v in tokenizer.special_tokens_map.items() if isinstance(v, str)}
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer.backend_tokenizer, chat_template=tokenizer.chat_template, **special
+    )
 
 
 def read_converted(folder: Path, source: dict) -> tuple[ModelConfig, dict[str, torch.Tensor]] | None:

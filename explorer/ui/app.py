@@ -21,6 +21,7 @@ import gradio as gr
 from explorer.analysis import snapshot
 from explorer.batching import MAX_BATCH
 from explorer.ui import api, events, lesson_events, lifecycle
+from explorer.ui.blocks import ExplorerBlocks
 from explorer.ui.layout import (
     CSS,
     DECODER_EXAMPLES,
@@ -93,10 +94,10 @@ def on(page: Page, callback: Callable) -> Callable:
     return called
 
 
-def build_demo() -> gr.Blocks:
+def build_demo() -> ExplorerBlocks:
     # Gradio keeps every file it serves (a step's all-heads image, a saved session) in its cache:
     # files older than an hour are deleted, checked every half hour, so the disk does not fill.
-    with gr.Blocks(title="Decoder Explorer", delete_cache=(1800, 3600)) as demo:
+    with ExplorerBlocks(title="Decoder Explorer", delete_cache=(1800, 3600)) as demo:
         page = build_page(browser_secret())
         wire(demo, page)
         api.hide_page_events(demo)
