@@ -4,6 +4,7 @@ Gradio building a component for it; what it returns is processed as Gradio does.
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import gradio as gr
 from gradio.state_holder import SessionState
@@ -18,7 +19,9 @@ def run(blocks_class, returned):
         made = {"boxes": [gr.Textbox(label=f"box {i}") for i in range(3)], "plot": gr.Plot(), "state": gr.State()}
         gr.Button().click(lambda: None, None, [*made["boxes"], made["plot"], made["state"]])
     session = SessionState(demo)
-    return asyncio.run(demo.postprocess_data(demo.fns[0], returned(**made), session)), session, made
+    coroutine = demo.postprocess_data(demo.fns[0], returned(**made), session)
+    with ThreadPoolExecutor(1) as thread:  # its own event loop: another test's may be running in this thread
+        return thread.submit(asyncio.run, coroutine).result(), session, made
 
 
 def test_left_out_outputs_are_empty_updates_built_for_free():
