@@ -108,14 +108,19 @@ def gguf_config(reader, name: str) -> ModelConfig:
         pad_token_id=_field(reader, "tokenizer.ggml.padding_token_id"),
         extra={"source": name, "gguf_name": _field(reader, "general.name"), "gguf_architecture": arch},
     )
-    if arch == "gemma3":
-        config = dataclasses.replace(
-            config, layer_types=["full" if (i + 1) % GEMMA3_GLOBAL_EVERY == 0 else "sliding" for i in
-                                 range(config.n_layers)] if window else None,
-            rope_local_theta=GEMMA3_LOCAL_ROPE_BASE, sandwich_norm=True, scale_embeddings=True,
-            attn_scale=head_dim**-0.5,
-        )  # fmt: skip
-    return config
+    return as_llama_cpp_runs_gemma3(config) if arch == "gemma3" else config
+
+
+def as_llama_cpp_runs_gemma3(config: ModelConfig) -> ModelConfig:
+    """What llama.cpp fixes in code for Gemma 3 rather than in the file: every sixth layer global
+    (the others a sliding window), the local layers' rotary base, the norms around each sublayer,
+    √d on the embeddings, and 1/√head_dim on the scores."""
+    every = GEMMA3_GLOBAL_EVERY
+    types = ["full" if (i + 1) % every == 0 else "sliding" for i in range(config.n_layers)]
+    return dataclasses.replace(
+        config, layer_types=types if config.sliding_window else None, rope_local_theta=GEMMA3_LOCAL_ROPE_BASE,
+        sandwich_norm=True, scale_embeddings=True, attn_scale=config.head_dim**-0.5,
+    )  # fmt: skip
 
 
 def gguf_state(reader, config: ModelConfig, progress: bool) -> dict[str, torch.Tensor]:
