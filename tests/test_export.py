@@ -89,3 +89,18 @@ def test_no_text_can_close_the_pages_script():
     value = {"token": "a</script><script>alert(1)</script>", "title": "</SCRIPT"}
     written = script_json(value)
     assert "</" not in written and json.loads(written) == value  # "<\\/" is JSON's own escape of "</"
+
+
+def test_the_page_greys_a_sliding_layers_far_past_as_the_app_does(checkpoints):
+    """Gemma 3's tiny checkpoint: layer 0 reads a window of 6, layer 1 everything before."""
+    session = stepped(checkpoints["gemma3_text"], "A window of six slides along the text", steps=2)
+    page = export_html("tiny gemma", session)
+    data = json.loads(page.split('id="attention-data">')[1].split("</script>")[0].replace("<\\/", "</"))["self"]
+    n = len(session.token_ids)
+    rows, cols = np.indices((n, n))
+    future, too_far = cols > rows, cols <= rows - 6
+    assert too_far.any()
+    assert (np.isnan(decode_array(data["z"][0][0])) == (future | too_far)).all()
+    assert (np.isnan(decode_array(data["z"][1][0])) == future).all()
+    assert data["titles"][0][0].endswith("sliding window of 6: hatched = later, or 6 or more back")
+    assert data["titles"][1][0].endswith("layer 1, average of all heads")

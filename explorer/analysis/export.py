@@ -37,6 +37,10 @@ class AttentionExport:
     choices: list[str]  # the second axis of ``weights``: "mean", then head indices as text
     first_query: int  # ``weights`` holds the queries from here to the last
     weights: np.ndarray  # (layers, choices, queries, keys), float32
+    windows: list[int | None] | None = None  # each layer's sliding window (causal only), else None
+
+    def window(self, layer: int) -> int | None:
+        return self.windows[layer] if self.windows else None
 
     @property
     def detail(self) -> str:
@@ -63,7 +67,10 @@ class AttentionExport:
         }  # fmt: skip
 
 
-def fitted(kind: str, title: str, layers: list[np.ndarray], query_tokens, key_tokens, *, causal: bool, max_cells: int):
+def fitted(
+    kind: str, title: str, layers: list[np.ndarray], query_tokens, key_tokens, *, causal: bool, max_cells: int,
+    windows: list[int | None] | None = None,
+):  # fmt: skip
     """``layers`` (each (heads, Q, K)) at the most detail that fits ``max_cells`` weights."""
     n_layers, (n_heads, n_q, n_k) = len(layers), layers[0].shape
     every_head = n_layers * (n_heads + 1) * n_q * n_k <= max_cells
@@ -75,7 +82,9 @@ def fitted(kind: str, title: str, layers: list[np.ndarray], query_tokens, key_to
         stacked[i, 0] = attention[:, first:].mean(axis=0)
         if every_head:
             stacked[i, 1:] = attention
-    return AttentionExport(kind, title, causal, list(query_tokens), list(key_tokens), choices, first, stacked)
+    return AttentionExport(
+        kind, title, causal, list(query_tokens), list(key_tokens), choices, first, stacked, windows
+    )  # fmt: skip
 
 
 def attention_exports(session: GenerationSession, max_cells: int = MAX_CELLS) -> list[AttentionExport]:
@@ -84,7 +93,8 @@ def attention_exports(session: GenerationSession, max_cells: int = MAX_CELLS) ->
     tokens, source = session.token_texts(), session.source_texts()
     what = "Decoder self-attention" if session.is_encoder_decoder else "Causal self-attention"
     self_layers = [session.self_attention(i) for i in range(c.n_layers)]
-    exports = [fitted("self", what, self_layers, tokens, tokens, causal=True, max_cells=max_cells)]
+    windows = [c.window_of(i) for i in range(c.n_layers)]
+    exports = [fitted("self", what, self_layers, tokens, tokens, causal=True, max_cells=max_cells, windows=windows)]
     if session.is_encoder_decoder:
         cross = [session.cross_attention(i) for i in range(c.n_layers)]
         encoder = [session.encoder_attention(i) for i in range(c.n_encoder_layers)]

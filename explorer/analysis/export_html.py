@@ -21,7 +21,7 @@ from explorer.session import GenerationSession
 from explorer.tokens import visible
 from explorer.viz import attention_heatmap
 from explorer.viz.figure_json import typed_array
-from explorer.viz.heatmap import hidden_keys
+from explorer.viz.heatmap import hidden_keys, window_note
 from explorer.viz.labels import TOKEN_COLORS
 
 STYLE = """
@@ -59,21 +59,26 @@ def choice_label(choice: str) -> str:
 
 def heatmap_data(export: AttentionExport) -> dict:
     """The first figure, and every layer's and head's weights and title for the page to swap in."""
-    first = export.first_query
-    masked = hidden_keys(*export.weights.shape[2:], first) if export.causal else None
+    first, n_keys = export.first_query, export.weights.shape[3]
 
-    def z(matrix: np.ndarray) -> dict:
-        return typed_array(np.where(masked, np.nan, matrix) if masked is not None else matrix)
+    def z(matrix: np.ndarray, layer: int) -> dict:
+        """A layer's weights, its masked cells (the future; a sliding layer's far past) left empty."""
+        if not export.causal:
+            return typed_array(matrix)
+        return typed_array(np.where(hidden_keys(*matrix.shape, first, export.window(layer)), np.nan, matrix))
 
     figure = attention_heatmap(
         export.weights[0, 0], export.query_tokens[first:], export.key_tokens, causal=export.causal,
-        title="", query_offset=first,
+        title="", query_offset=first, window=export.window(0),
     )  # fmt: skip
     return {
         "figure": figure,
-        "z": [[z(matrix) for matrix in layer] for layer in export.weights],
+        "z": [[z(matrix, i) for matrix in layer] for i, layer in enumerate(export.weights)],
         "titles": [
-            [f"{export.title}, layer {i}, {choice_label(c)}" for c in export.choices]
+            [
+                f"{export.title}, layer {i}, {choice_label(c)}{window_note(export.window(i), n_keys)}"
+                for c in export.choices
+            ]
             for i in range(len(export.weights))
         ],
     }
