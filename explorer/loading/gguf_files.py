@@ -137,12 +137,17 @@ def gguf_state(reader, config: ModelConfig, progress: bool) -> dict[str, torch.T
     return state
 
 
+GGUF_TOP_NAMES = {
+    "token_embd.weight": "embed_tokens.weight",
+    "output_norm.weight": "decoder.final_norm.weight",
+    "output.weight": "lm_head.weight",
+}
+
+
 def _renamed(name: str, w: np.ndarray, config: ModelConfig, arch: str) -> dict[str, torch.Tensor]:
     """One GGUF tensor under our name(s): Phi-3's fused ones split, a Llama's q/k rows reordered."""
-    top = {"token_embd.weight": "embed_tokens.weight", "output_norm.weight": "decoder.final_norm.weight",
-           "output.weight": "lm_head.weight"}  # fmt: skip
-    if name in top:
-        return {top[name]: torch.from_numpy(w)}
+    if name in GGUF_TOP_NAMES:
+        return {GGUF_TOP_NAMES[name]: torch.from_numpy(w)}
     m = re.fullmatch(r"blk\.(\d+)\.(\w+)\.(weight|bias)", name)
     if m is None:
         hint = " (rotary scaling, not supported yet)" if "rope" in name else ""

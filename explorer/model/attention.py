@@ -180,9 +180,7 @@ class MultiHeadAttention(nn.Module):
         q = self.q_norm(self._split_heads(self.q_proj(self.input(x_q)), self.n_heads))  # (B, heads, Tq, hd)
         if rotary is not None:  # (cos, sin) of the query positions
             q = rotate(q, rotary)
-        if isinstance(kv, RowsKV):
-            if bias is not None:
-                raise ValueError("a batched step has no relative position bias; such a model steps alone")
+        if isinstance(kv, RowsKV):  # (no relative bias here: Decoder.position_bias refuses batched positions)
             z = self.z(self._attend_rows(self.q(q), kv))  # (B, heads, 1, hd)
             return self.out(self.o_proj(z.transpose(1, 2).reshape(batch, n_queries, self.n_heads * self.head_dim)))
         q, keys, values = self.q(q), self.k(kv.keys), self.v(kv.values)
