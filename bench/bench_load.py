@@ -2,7 +2,9 @@
 
 1. The batch-size curve (in this process, no server): SmolLM2 sessions of ~200 tokens, one
    batched cached step for 1, 2, 4, 8, 16, 32 of them: ms per batched step, ms per session.
-2. Through the app (network cut off, as in the tests), with gradio_client users:
+2. Through the app (network cut off, as in the tests), with simulated users that speak the
+   page's queue protocol at a browser's cost (tests/browser/page_client.py; --client
+   gradio_client for the API's own client, which spends as much CPU as the server):
    - one user alone, 15 steps without pause: the step round trip;
    - the class: 30 students (2/3 SmolLM2, 1/3 the translator), each thinking 1-3 s between 15
      clicks: p50 and p95 of the step round trip, errors, cross-talk;
@@ -18,6 +20,7 @@ Prints tables; not a test (machines are shared and noisy: compare ratios within 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import statistics
@@ -36,6 +39,7 @@ from tests.browser.load import ClassPlan, LoadReport, simulate_users  # noqa: E4
 CLASS = ClassPlan(translator_every=3, think_s=(1.0, 3.0))
 NO_PAUSE = ClassPlan(translator_every=3)
 LONG = ClassPlan(translator_every=10**6, prompt_words=60)  # every user on SmolLM2, ~200 tokens after 15 steps
+PLANS = {"class": CLASS, "no pause": NO_PAUSE, "long": LONG}
 TARGETS = "targets: class p95 <= 1000 ms, p50 <= 600 ms, 0 errors, 0 cross-talk; 20 users p95 <= 3x one user's; " \
     "30 sessions of 200 tokens <= 2500 MB"  # fmt: skip
 
@@ -121,18 +125,19 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def server_runs() -> None:
+def server_runs(client: str) -> None:
+    plans = {name: dataclasses.replace(plan, client=client) for name, plan in PLANS.items()}
     log = ARTIFACTS / "bench-load-app.log"
     log.unlink(missing_ok=True)
     with running_app(log, DECODER_EXPLORER_PROFILE="1") as (url, server):
         pid = server.pid
-        alone, alone_parts = profiled(log, lambda: simulate_users(url, 1, 15, NO_PAUSE), pid)
-        klass, class_parts = profiled(log, lambda: simulate_users(url, 30, 15, CLASS), pid)
-        rush, rush_parts = profiled(log, lambda: simulate_users(url, 20, 15, NO_PAUSE), pid)
+        alone, alone_parts = profiled(log, lambda: simulate_users(url, 1, 15, plans["no pause"]), pid)
+        klass, class_parts = profiled(log, lambda: simulate_users(url, 30, 15, plans["class"]), pid)
+        rush, rush_parts = profiled(log, lambda: simulate_users(url, 20, 15, plans["no pause"]), pid)
         before_long = peak_rss_mb(server.pid)
-        simulate_users(url, 30, 15, LONG)
+        simulate_users(url, 30, 15, plans["long"])
         long_mb = peak_rss_mb(server.pid)
-    print("\nThrough the app (gradio_client users; step round trip in ms)")
+    print(f"\nThrough the app ({client} users; step round trip in ms)")
     print(f"{'run':44} {'p50':>6} {'p95':>6} {'errors':>7} {'x-talk':>7} {'steps/s':>8}")
     for line in (
         row("one user, no pause", alone),
@@ -159,6 +164,11 @@ def main() -> None:
     parser.add_argument("--skip-curve", action="store_true")
     parser.add_argument("--skip-server", action="store_true")
     parser.add_argument("--memory-only", action="store_true")
+    parser.add_argument(
+        "--client", choices=["page", "gradio_client"], default="page",
+        help="the simulated users' client: 'page' speaks the queue protocol at a browser's cost (default); "
+        "'gradio_client' costs ~65 ms of CPU a step on the server's own cores",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.memory_only:
         memory_run()
@@ -166,7 +176,7 @@ def main() -> None:
     if not args.skip_curve:
         batch_curve()
     if not args.skip_server:
-        server_runs()
+        server_runs(args.client)
 
 
 if __name__ == "__main__":

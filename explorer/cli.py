@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from explorer import native_memory
 from explorer.loading import cache_root, list_models
 from explorer.ui.layout import TEXT_ENV
 from explorer.ui.model_store import MODEL_DIRS_ENV, MODEL_ENV, default_model_name
@@ -73,27 +74,6 @@ def summary(args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
-MALLOC_ARENAS = 2
-
-
-def fewer_malloc_arenas() -> None:
-    """Let glibc keep at most two memory arenas, before the server starts its threads.
-
-    Every thread that allocates gets an arena of its own by default (up to 8 per core), and with
-    a class stepping at once (dozens of event threads) their free space stays in the process:
-    30 sessions of 200 tokens peaked 500 MB higher (bench/bench_load.py --memory-only). A no-op
-    where the C library is not glibc, or when $MALLOC_ARENA_MAX is set."""
-    if os.environ.get("MALLOC_ARENA_MAX") or not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-8, MALLOC_ARENAS)  # M_ARENA_MAX
-    except (OSError, AttributeError):
-        pass
-
-
 def main(argv: list[str] | None = None) -> None:
     command = parser()
     args = command.parse_args(argv)
@@ -103,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.model and (problem := unknown_model(args.model)):
         command.error(f"--model {problem}")
     apply(args)
-    fewer_malloc_arenas()
+    native_memory.fewer_malloc_arenas()  # before the server starts its threads
     print(summary(args), flush=True)
     from explorer.ui.app import launch  # after the options are set: the page reads them as it is built
 

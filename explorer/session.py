@@ -16,6 +16,7 @@ matrix equals the one a full forward pass gives (the tests check it).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -246,6 +247,16 @@ class AttentionInputs:
         return computed.view(first, rows if last is None else last, n_keys)
 
 
+def decoder_position_bias(decoder, device, query_positions: torch.Tensor) -> torch.Tensor | None:
+    """The decoder's relative position bias (1, heads, Tq, keys) for queries at these positions
+    over the keys up to the last of them (T5); None for other families.
+
+    A function of the decoder, not a method of the session: a session keeping its own bound
+    method would be a reference cycle, and the session's tensors (tens of MB) would wait for
+    Python's rare full garbage collection instead of going when its last reference does."""
+    return decoder.position_bias(query_positions.to(device))
+
+
 class GenerationSession:
     """Step through generation one token at a time; see what the model did at each step."""
 
@@ -290,7 +301,8 @@ class GenerationSession:
         windows = [self.config.window_of(i) for i in range(self.config.n_layers)]
         scale = self.config.score_scale
         self.self_inputs = AttentionInputs(
-            self.config.n_layers, True, self.max_positions, scale, windows, self._position_bias
+            self.config.n_layers, True, self.max_positions, scale, windows,
+            functools.partial(decoder_position_bias, self.model.decoder, self.model_device),
         )  # fmt: skip
         self.cross_inputs = AttentionInputs(n_cross, causal=False, max_rows=self.max_positions, scale=scale)
         self._next_logits: torch.Tensor | None = None  # (vocab,) for the next position
@@ -378,11 +390,6 @@ class GenerationSession:
         return self.model(ids, cache=cache, **kwargs)
 
     @torch.inference_mode()
-    def _position_bias(self, query_positions: torch.Tensor) -> torch.Tensor | None:
-        """The decoder's relative position bias (1, heads, Tq, keys) for queries at these positions
-        over the keys up to the last of them (T5); None for other families."""
-        return self.model.decoder.position_bias(query_positions.to(self.model_device))
-
     def _forward(self, ids: torch.Tensor, **kwargs):
         """The session's own pass: through its cache, the last position's logits only."""
         return self.run_decoder(ids, self.cache, last_only=True, **kwargs)

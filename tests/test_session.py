@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
@@ -184,3 +187,24 @@ def test_replay_marks_forced_tokens_and_refuses_before_running(gpt2):
     assert fresh.generated_ids == []  # nothing ran: the bad id was found first
     with pytest.raises(explorer.InputError, match="at most 128 positions"):
         fresh.replay([5] * 200)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "gemma3_text", "t5", "marian"])
+def test_a_session_is_freed_as_soon_as_it_is_dropped(checkpoints, family):
+    """No reference cycles: a dropped session's tensors go at once, not at Python's rare full
+    garbage collection (a class's server grew by ~2 GB of old sessions waiting for it: issue 12)."""
+    loaded = explorer.load_model(str(checkpoints[family]), progress=False)
+    gc.disable()
+    try:
+        session = explorer.GenerationSession(loaded, "one two three four")
+        session.step()
+        session.self_attention(0)  # keeps the rows of a layer a view asked for
+        if session.is_encoder_decoder:
+            session.cross_attention(0)
+        session.undo()
+        session.step()
+        dropped = weakref.ref(session)
+        del session
+        assert dropped() is None
+    finally:
+        gc.enable()

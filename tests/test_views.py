@@ -85,3 +85,28 @@ def test_the_all_heads_image_is_a_png_in_gradios_cache_with_the_grids_pixels(ses
     assert np.array_equal(np.asarray(Image.open(path).convert("RGB")), np.asarray(expected))
     assert views.heads_image(state) == path  # the same image: the same file
     assert [p.name for p in (tmp_path).rglob("*") if p.is_file()] == ["image.png"]  # no partial file left
+
+
+def test_a_replaced_session_is_freed_at_once_after_every_tab_was_shown(checkpoints, tmp_path, monkeypatch):
+    """What a Reset or a new text does to the old session, after the tab's views read it: its
+    tensors go with its last reference, not at Python's rare full collection (issue 12)."""
+    import gc
+    import weakref
+
+    from explorer.ui.layout import TABS
+    from explorer.ui.render import render
+
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path))
+    loaded = explorer.load_model(str(checkpoints["marian"]), progress=False)
+    state = ExplorerState("tiny", explorer.GenerationSession(loaded, "one two three"))
+    gc.disable()
+    try:
+        state.session.step()
+        for tab in TABS:
+            state.tab = tab
+            render(state, full=True)
+        old = weakref.ref(state.session)
+        state.start("tiny", explorer.GenerationSession(loaded, "four five"))
+        assert old() is None
+    finally:
+        gc.enable()

@@ -14,6 +14,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from tests.browser.page_client import PageClient
+
 DECODER = "smollm2-135m-instruct"
 TRANSLATOR = "en-de-numbers"
 SETTINGS = [False, True, 0.0, 0, 1.0, 0]  # chat, KV cache, temperature, top-k, top-p, seed
@@ -28,6 +30,7 @@ class ClassPlan:
     translator_every: int = 2  # user u is on the translator when u % translator_every == translator_every - 1
     think_s: tuple[float, float] | None = None
     prompt_words: int = 0
+    client: str = "page"  # "page": PageClient, a browser's cost; "gradio_client": the API's own client
 
 
 def user_input(user: int, plan: ClassPlan = ClassPlan()) -> tuple[str, str]:
@@ -63,13 +66,11 @@ class UserRun:
 def run_user(
     url: str, user: int, steps: int, start: threading.Barrier | None = None, plan: ClassPlan = ClassPlan()
 ) -> UserRun:
-    from gradio_client import Client
-
     run = UserRun(user)
     model, text = user_input(user, plan)
     thinking = random.Random(user)
     try:
-        client = Client(url, verbose=False, download_files=False)
+        client = connect(url, plan.client)
         loaded = client.predict(model, text, *SETTINGS, None, api_name="/on_load")  # None: no kept session
         strip = outputs_by_label(client, "/on_load", loaded)["strip"]
         own = strip_text(strip)
@@ -94,6 +95,15 @@ def run_user(
     except Exception as error:  # counted, not raised: the report says how many failed
         run.errors.append(f"user {user}: {type(error).__name__}: {error}")
     return run
+
+
+def connect(url: str, kind: str):
+    """A client for one simulated user: see page_client.py for why the default is not gradio_client."""
+    if kind == "gradio_client":
+        from gradio_client import Client
+
+        return Client(url, verbose=False, download_files=False)
+    return PageClient(url)
 
 
 _OUTPUT_NAMES: dict[str, list[str]] = {}

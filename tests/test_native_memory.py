@@ -1,0 +1,46 @@
+"""glibc's free memory handed back to the system (explorer/native_memory.py, issue 12)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from explorer import native_memory
+
+pytestmark = pytest.mark.skipif(native_memory.glibc() is None, reason="glibc only")
+
+
+def resident_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_free_blocks_inside_the_heap_go_back_to_the_system():
+    """Blocks freed between blocks still held stay resident until malloc_trim(0) releases them."""
+    native_memory.return_free_memory()
+    blocks = [bytearray(64 * 1024) for _ in range(3000)]  # ~190 MB, written (resident), below mmap's threshold
+    held = blocks[::20]  # one block in twenty stays: the heap's top cannot shrink past it
+    del blocks
+    before = resident_mb()
+    took = native_memory.return_free_memory()
+    after = resident_mb()
+    assert before - after > 100, (before, after)
+    assert took >= 0 and len(held) == 150
+
+
+def test_the_server_keeps_returning_free_memory_in_a_daemon_thread():
+    returner = native_memory.keep_returning_free_memory(every_s=0.01)
+    try:
+        assert returner is not None and returner.daemon
+        deadline = time.monotonic() + 10
+        while returner.returns < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert returner.returns >= 3
+    finally:
+        returner.stop()
+        returner.join(timeout=5)
+    assert not returner.is_alive()
