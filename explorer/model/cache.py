@@ -71,6 +71,12 @@ class _GrowingKV:
     def view(self) -> LayerKV:
         return LayerKV(self.keys[:, :, : self.length], self.values[:, :, : self.length])
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the positions held (arithmetic: no slicing of the buffers)."""
+        batch, kv_heads, _, head_dim = self.keys.shape
+        return 2 * batch * kv_heads * self.length * head_dim * self.keys.element_size()
+
 
 class KVCache:
     """Per-layer keys and values that grow one position per step."""
@@ -103,7 +109,7 @@ class KVCache:
     @property
     def self_attn_bytes(self) -> int:
         """2 x layers x kv_heads x head_dim x positions x bytes per value."""
-        return sum(e.view().nbytes for e in self._self_attn if e is not None)
+        return sum(e.nbytes for e in self._self_attn if e is not None)
 
     @property
     def cross_attn_bytes(self) -> int:
