@@ -73,7 +73,7 @@ def test_where_the_greedy_choice_departs():
 
 
 def test_switched_off_heads_are_crossed_out_where_heads_are_drawn(session):
-    grid = np.asarray(head_grid(session.self_attention(1), causal=True, switched_off=[2]))
+    grid = np.asarray(head_grid(session.self_attention(1), causal=True, switched_off=[2]).convert("RGB"))
     diagonal = CELL // 3
     x2 = 2 * (CELL + thumbnails.GAP)  # head 2's column
     assert tuple(grid[LABEL + diagonal, x2 + diagonal]) == OFF_RGB

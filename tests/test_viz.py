@@ -81,10 +81,9 @@ def test_thumbnails_show_the_mask_grey():
 def test_thumbnail_pixels_are_the_nearest_cells_colours_at_any_length():
     """Each pixel is the colour of the cell nearest to it (sampled, then coloured): a long
     sequence costs the same as a short one, and shows the same pixels as colouring every cell."""
-    from explorer.viz.colours import colour_table
-    from explorer.viz.thumbnails import HATCH_RGB, hatch_lines
+    from explorer.viz.thumbnails import HATCH_RGB, LEVELS, hatch_lines, palette
 
-    blues = colour_table("blues")
+    blues = palette("blues")  # the scale in LEVELS steps, then the grid's other colours
     rng = np.random.default_rng(0)
     for n_q, n_k in ((3, 3), (7, 7), (300, 300), (5, 9)):
         w = rng.random((2, n_q, n_k)).astype(np.float32)
@@ -94,7 +93,7 @@ def test_thumbnail_pixels_are_the_nearest_cells_colours_at_any_length():
             if k > q + (n_k - n_q):
                 expected = HATCH_RGB if hatch_lines(40)[y, x] else (189, 189, 189)
             else:
-                expected = blues[round(float(np.clip(w[1, q, k], 0, 1)) ** 0.5 * 255)]
+                expected = blues[round(float(np.clip(w[1, q, k], 0, 1)) ** 0.5 * (LEVELS - 1))]
             assert tuple(images[1][y, x]) == tuple(expected), (n_q, n_k, y, x)
 
 
@@ -131,7 +130,9 @@ def test_head_grid_and_clicks_on_it():
 
     w = causal_weights(6)[None].repeat(9, axis=0)
     w[4] = np.eye(6)  # head 4 reads only itself: a dark diagonal
-    grid = np.asarray(head_grid(w, causal=True))
+    image = head_grid(w, causal=True)
+    assert image.mode == "P"  # one byte a pixel: PNG encodes it ~6x faster than RGB
+    grid = np.asarray(image.convert("RGB"))
     assert grid.shape == (2 * (CELL + GAP + LABEL), 5 * (CELL + GAP), 3)  # 9 heads in rows of 5
     x0, y0 = 4 * (CELL + GAP), LABEL  # head 4's thumbnail
     assert tuple(grid[y0 + CELL - 1, x0 + CELL - 1]) == (8, 48, 107)  # its last diagonal cell: weight 1
@@ -223,3 +224,20 @@ def test_a_long_sequence_shows_a_window_of_rows_and_an_overview():
     import plotly.graph_objects as go
 
     go.Figure(json.loads(figure_json(figure)))  # valid plotly
+
+
+def test_the_grid_labels_keep_their_shades_and_the_palette_its_colours():
+    """The palette image shows what the RGB one did: the scale's ends, the mask, the labels' text."""
+    from explorer.viz import head_grid
+    from explorer.viz.colours import SCALES, colour_table, rgb
+    from explorer.viz.thumbnails import CELL, LABEL, TEXT_SHADES, palette
+
+    for scale in SCALES:
+        colours = palette(scale)
+        assert len(colours) == 256 and tuple(colours[0]) == tuple(colour_table(scale)[0])
+        assert tuple(colours[243]) == tuple(colour_table(scale)[255]) and rgb(SCALES[scale].mask) in map(tuple, colours)
+    grid = np.asarray(head_grid(causal_weights(6)[None].repeat(3, axis=0), causal=True).convert("RGB"))
+    label = grid[:LABEL, :CELL]  # "head 0"
+    greys = {tuple(p) for p in label.reshape(-1, 3)}
+    assert (40, 40, 40) in greys and (255, 255, 255) in greys  # the text's colour and the paper
+    assert greys <= {(int(v),) * 3 for v in TEXT_SHADES} | {(255, 255, 255)} and len(greys) > 3  # antialiased

@@ -53,13 +53,13 @@ def rgb(hex_colour: str) -> tuple[int, int, int]:
     return tuple(int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
 
 
-def colour_table(name: str) -> np.ndarray:
-    """(256, 3) uint8: the scale's colour for weights 0, 1/255, ..., 1 (linear in RGB between
-    stops, as Plotly and the page's heatmap interpolate)."""
+def colour_table(name: str, levels: int = 256) -> np.ndarray:
+    """(levels, 3) uint8: the scale's colour for weights 0, 1/(levels-1), ..., 1 (linear in RGB
+    between stops, as Plotly and the page's heatmap interpolate)."""
     stops = SCALES[name].stops
     at = np.array([s[0] for s in stops])
     colours = np.array([rgb(s[1]) for s in stops], dtype=np.float64)  # (stops, 3)
-    v = np.linspace(0.0, 1.0, 256)
+    v = np.linspace(0.0, 1.0, levels)
     return np.stack([np.interp(v, at, colours[:, c]) for c in range(3)], axis=1).round().astype(np.uint8)
 
 
