@@ -10,6 +10,7 @@
      clicks: p50 and p95 of the step round trip, errors, cross-talk;
    - 20 users clicking without pause: p95 against one user's;
    - 30 sessions of ~200 tokens held at once: the server's peak memory (VmHWM).
+3. Gradio alone: an event that does nothing, by one user and by 20 without pause (the floor).
 Prints tables; not a test (machines are shared and noisy: compare ratios within one run).
 
     python bench/bench_load.py [--skip-curve] [--skip-server]
@@ -159,11 +160,55 @@ def server_runs(client: str) -> None:
     print(TARGETS)
 
 
+def gradio_alone(steps: int = 15) -> None:
+    """Gradio's own floor: an event that does nothing (it returns its text), through the same
+    queue and client, by one user and by 20 without pause. No app can answer faster on this machine."""
+    import threading
+
+    import gradio as gr
+
+    from tests.browser.conftest import free_port
+    from tests.browser.page_client import PageClient
+
+    with gr.Blocks() as demo:
+        text, state = gr.Textbox(), gr.State()
+        gr.Button().click(lambda st, x: (st, x), [state, text], [state, text], api_name="noop", concurrency_limit=32)
+    port = free_port()
+    demo.queue(default_concurrency_limit=os.cpu_count()).launch(
+        server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def user(latencies: list[float]) -> None:
+        client = PageClient(url)
+        for _ in range(steps):
+            begin = time.perf_counter()
+            client.predict("a", api_name="/noop")
+            latencies.append((time.perf_counter() - begin) * 1000)
+
+    user([])  # warm up
+    print("\nGradio alone: an event that does nothing, same queue and client (round trip, ms)")
+    p95 = {}
+    for users in (1, 20):
+        latencies: list[float] = []
+        threads = [threading.Thread(target=user, args=(latencies,)) for _ in range(users)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        latencies.sort()
+        p95[users] = latencies[int(0.95 * len(latencies))]
+        print(f"  {users:>2} users: p50 {statistics.median(latencies):5.0f}  p95 {p95[users]:5.0f}")
+    print(f"  20 users' p95 / one user's p95: {p95[20] / p95[1]:.1f}")
+    demo.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip-curve", action="store_true")
     parser.add_argument("--skip-server", action="store_true")
     parser.add_argument("--memory-only", action="store_true")
+    parser.add_argument("--skip-floor", action="store_true", help="skip Gradio's own floor (a no-op event)")
     parser.add_argument(
         "--client", choices=["page", "gradio_client"], default="page",
         help="the simulated users' client: 'page' speaks the queue protocol at a browser's cost (default); "
@@ -177,6 +222,8 @@ def main() -> None:
         batch_curve()
     if not args.skip_server:
         server_runs(args.client)
+    if not args.skip_floor:
+        gradio_alone()
 
 
 if __name__ == "__main__":
