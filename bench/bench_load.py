@@ -14,8 +14,8 @@
 Prints tables; not a test (machines are shared and noisy: compare ratios within one run).
 
     python bench/bench_load.py [--skip-curve] [--skip-server]
-    BENCH_APP_ENV="MALLOC_ARENA_MAX=2" python bench/bench_load.py --memory-only   # the memory run alone,
-                                                                                 # the app under extra env
+    BENCH_APP_ENV="DECODER_EXPLORER_RETURN_MEMORY_S=0" python bench/bench_load.py   # the app under extra env
+    python bench/bench_load.py --memory-only   # the memory run alone
 """
 
 from __future__ import annotations
@@ -108,12 +108,12 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-MEMORY_ENV = dict(kv.split("=", 1) for kv in os.environ.get("BENCH_APP_ENV", "").split() if "=" in kv)
+APP_ENV = dict(kv.split("=", 1) for kv in os.environ.get("BENCH_APP_ENV", "").split() if "=" in kv)
 
 
 def memory_run() -> None:
     """Only the memory of 30 sessions of ~200 tokens."""
-    with running_app(ARTIFACTS / "bench-load-app.log", **MEMORY_ENV) as (url, server):
+    with running_app(ARTIFACTS / "bench-load-app.log", **APP_ENV) as (url, server):
         before = peak_rss_mb(server.pid)
         simulate_users(url, 30, 15, LONG)
         after = peak_rss_mb(server.pid)
@@ -130,7 +130,7 @@ def server_runs(client: str) -> None:
     plans = {name: dataclasses.replace(plan, client=client) for name, plan in PLANS.items()}
     log = ARTIFACTS / "bench-load-app.log"
     log.unlink(missing_ok=True)
-    with running_app(log, DECODER_EXPLORER_PROFILE="1") as (url, server):
+    with running_app(log, DECODER_EXPLORER_PROFILE="1", **APP_ENV) as (url, server):
         pid = server.pid
         alone, alone_parts = profiled(log, lambda: simulate_users(url, 1, 15, plans["no pause"]), pid)
         klass, class_parts = profiled(log, lambda: simulate_users(url, 30, 15, plans["class"]), pid)
