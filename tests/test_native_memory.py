@@ -55,3 +55,13 @@ def test_the_server_keeps_returning_free_memory_in_a_daemon_thread():
         returner.stop()
         returner.join(timeout=5)
     assert not returner.is_alive()
+
+
+def test_the_server_starts_one_returner_however_many_apps_it_starts(monkeypatch):
+    monkeypatch.setattr(native_memory, "_server_returner", None)
+    monkeypatch.setenv(native_memory.TRIM_ENV, "3600")
+    native_memory.serve_memory_back()
+    first = native_memory._server_returner
+    native_memory.serve_memory_back()
+    assert first is not None and native_memory._server_returner is first and first.every_s == 3600
+    first.stop()

@@ -242,7 +242,7 @@ def start(**kwargs) -> gr.Blocks:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not every request Gradio makes to itself
     demo = build_demo()
-    native_memory.keep_returning_free_memory()
+    native_memory.serve_memory_back()
     demo.queue(default_concurrency_limit=concurrency(), max_size=QUEUE_SIZE)
     # An upload larger than a saved session can be is refused by Gradio before it is read.
     # No run history: Gradio would keep every event's outputs (each step's figures) in the

@@ -11,15 +11,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.browser.conftest import ARTIFACTS, expect_refusal
-from tests.browser.load import SETTINGS, outputs_by_label, simulate_users, strip_text
+from tests.browser.load import SETTINGS, ClassPlan, outputs_by_label, simulate_users, strip_text
 from tests.test_bad_input import FAMOUS, PRIVATE
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-def test_users_stepping_at_once_keep_their_own_tokens(app_url):
-    """A small load (bench/bench_load.py runs twenty users): no error, no cross-talk."""
-    report = simulate_users(app_url, users=4, steps=6)
+@pytest.mark.parametrize("client_kind", ["page", "gradio_client"])
+def test_users_stepping_at_once_keep_their_own_tokens(app_url, client_kind):
+    """A small load (bench/bench_load.py runs twenty users): no error, no cross-talk; users that
+    speak the page's queue protocol (as the bench's do) and users of the API's own client."""
+    report = simulate_users(app_url, users=4, steps=6, plan=ClassPlan(client=client_kind))
     assert not report.errors, report.errors
     assert not report.crosstalk, report.crosstalk
     assert len(report.latencies) == 4 * 6
