@@ -32,19 +32,8 @@ def test_free_blocks_inside_the_heap_go_back_to_the_system():
     assert took >= 0 and len(held) == 150
 
 
-def test_the_free_bytes_held_are_counted():
-    held = native_memory.free_held_bytes()
-    if held is None:
-        pytest.skip("glibc before 2.33")
-    blocks = [bytearray(64 * 1024) for _ in range(1000)]
-    kept = blocks[::10]
-    del blocks
-    assert native_memory.free_held_bytes() >= held + 40 * 2**20 and len(kept) == 100
-    native_memory.return_free_memory()
-
-
 def test_the_server_keeps_returning_free_memory_in_a_daemon_thread():
-    returner = native_memory.keep_returning_free_memory(every_s=0.01, worth_bytes=0)
+    returner = native_memory.keep_returning_free_memory(every_s=0.01)
     try:
         assert returner is not None and returner.daemon
         deadline = time.monotonic() + 10
