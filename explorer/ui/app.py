@@ -21,7 +21,7 @@ import gradio as gr
 from explorer import native_memory
 from explorer.analysis import snapshot
 from explorer.batching import MAX_BATCH
-from explorer.ui import api, events, lesson_events, lifecycle
+from explorer.ui import absent_packages, api, events, lesson_events, lifecycle
 from explorer.ui.blocks import ExplorerBlocks
 from explorer.ui.layout import (
     CSS,
@@ -98,6 +98,7 @@ def on(page: Page, callback: Callable) -> Callable:
 def build_demo() -> ExplorerBlocks:
     # Gradio keeps every file it serves (a step's all-heads image, a saved session) in its cache:
     # files older than an hour are deleted, checked every half hour, so the disk does not fill.
+    absent_packages.remember_absent()
     with ExplorerBlocks(title="Decoder Explorer", delete_cache=(1800, 3600)) as demo:
         page = build_page(browser_secret())
         wire(demo, page)
