@@ -1,4 +1,5 @@
-"""Many users stepping at once, through the app's own endpoints (gradio_client).
+"""Many users stepping at once, through the app's own endpoints (page_client.PageClient, at a
+browser's cost, or gradio_client).
 
 Each simulated user is one Gradio session (its own ``gr.State``): it loads a model with a
 prompt of its own, steps, and checks after every step that the token strip it got back starts
