@@ -11,6 +11,7 @@ peaked at ~3.2 GB, and at 2.26 GB when it hands free memory back once a second
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 import sys
@@ -25,6 +26,7 @@ TRIM_ENV = "DECODER_EXPLORER_RETURN_MEMORY_S"  # seconds between two returns; 0:
 log = logging.getLogger("decoder_explorer")
 
 
+@functools.cache
 def glibc() -> ctypes.CDLL | None:
     """The C library when it is glibc (which has malloc_trim and mallopt), else None."""
     if not sys.platform.startswith("linux"):

@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from tests.browser.page_client import PageClient
+from tests.browser.page_client import PageClient, skipped
 
 DECODER = "smollm2-135m-instruct"
 TRANSLATOR = "en-de-numbers"
@@ -114,11 +114,11 @@ def outputs_by_label(client, api_name: str, values) -> dict:
     """The page event's outputs by component label (the strip is the one labelled "Tokens ...").
 
     Read from the app's config: the page's events are not on the API page (explorer/ui/api.py),
-    and a client gets every output but those the config marks ``skip_api`` (gr.State, layout blocks)."""
+    and a client gets every output but those it skips (``page_client.skipped``: gr.State, layout blocks)."""
     if api_name not in _OUTPUT_NAMES:
         components = {c["id"]: c for c in client.config["components"]}
         event = next(d for d in client.config["dependencies"] if "/" + str(d.get("api_name")) == api_name)
-        outputs = [components[i] for i in event["outputs"] if not components[i].get("skip_api")]
+        outputs = [components[i] for i in event["outputs"] if not skipped(components[i])]
         labels = [c["props"].get("label") or f"component {c['id']}" for c in outputs]
         _OUTPUT_NAMES[api_name] = ["strip" if label.startswith("Tokens") else label for label in labels]
     return dict(zip(_OUTPUT_NAMES[api_name], values, strict=True))

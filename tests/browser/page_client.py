@@ -17,8 +17,12 @@ import json
 import uuid
 
 import httpx
+from gradio_client.utils import SKIP_COMPONENTS
 
-SKIPPED = {"state", "row", "column", "tabs", "tab", "tabitem", "form", "accordion", "group", "dataset", "sidebar"}
+
+def skipped(component: dict) -> bool:
+    """Whether a client leaves this output out (gr.State, layout blocks), by gradio_client's own rule."""
+    return component.get("skip_api", component["type"] in SKIP_COMPONENTS)
 
 
 class PageClient:
@@ -47,7 +51,7 @@ class PageClient:
         if not completed.get("success"):
             raise RuntimeError(f"{api_name} failed: {completed.get('output')}")
         values = completed["output"]["data"]
-        return tuple(v for i, v in zip(event["outputs"], values, strict=True) if not self.skipped(i))
+        return tuple(v for i, v in zip(event["outputs"], values, strict=True) if not skipped(self.components[i]))
 
     def wait_for(self, event_id: str) -> dict:
         """Read this session's event stream until ``event_id`` completes; its last message."""
@@ -67,10 +71,6 @@ class PageClient:
             if "/" + str(dependency.get("api_name")) == api_name:
                 return dependency.get("id", index), dependency
         raise KeyError(api_name)
-
-    def skipped(self, component_id: int) -> bool:
-        component = self.components[component_id]
-        return component.get("skip_api", component["type"] in SKIPPED)
 
     def close(self) -> None:
         self.http.close()
