@@ -7,3 +7,11 @@ is a bug: it reaches the log and the tests as an error, never as a friendly toas
 
 class InputError(ValueError):
     """Something the user typed or asked for cannot be done; the message says what to do."""
+
+
+def as_sentence(error: BaseException | str) -> str:
+    """A message as a sentence, capitalised and closed with a full stop, so that another sentence
+    can follow it ("choose 0 to 29" then "A new one is shown" ran together)."""
+    text = str(error).strip()
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."

@@ -7,11 +7,18 @@ and the same token comes out.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
 from explorer.errors import InputError
+
+# What the page's controls offer; saved sessions, links and kept sessions are held to the same.
+TEMPERATURE_RANGE = (0.0, 2.0)
+TOP_K_RANGE = (0, 200)
+TOP_P_RANGE = (0.05, 1.0)
+SEED_RANGE = (0, 2**32 - 1)  # the draw's seed is seed * 1,000,003 + position: it must fit torch's 64 bits
 
 
 @dataclass(frozen=True)
@@ -22,12 +29,14 @@ class SamplingSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise InputError("the temperature must be 0 (greedy) or positive")
+        if not math.isfinite(self.temperature) or self.temperature < 0:
+            raise InputError("the temperature must be 0 (greedy) or a positive number")
         if self.top_k < 0:
             raise InputError("top-k must be 0 (off) or a positive count")
-        if not 0 < self.top_p <= 1:
+        if not 0 < self.top_p <= 1:  # (NaN fails this too)
             raise InputError("top-p must be more than 0 and at most 1")
+        if not SEED_RANGE[0] <= self.seed <= SEED_RANGE[1]:
+            raise InputError(f"the seed must be a whole number from {SEED_RANGE[0]} to {SEED_RANGE[1]}")
 
     @property
     def greedy(self) -> bool:

@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import io
 import json
-import zipfile
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from urllib.parse import urlencode
 
 import numpy as np
 
+from explorer import sampling
+from explorer.analysis import session_file
+from explorer.analysis.session_file import SavedArrays
 from explorer.loading import LoadedModel
-from explorer.session import GenerationSession, InputError
+from explorer.session import MAX_SESSION_POSITIONS, MAX_TEXT_CHARS, GenerationSession, InputError
 
 FORMAT = "decoder-explorer-session"
 VERSION = 1
@@ -102,57 +105,117 @@ def save_bytes(snapshot: Snapshot, session: GenerationSession) -> bytes:
     return buffer.getvalue()
 
 
-def read_bytes(data: bytes) -> tuple[Snapshot, dict[str, np.ndarray]]:
-    """The snapshot and arrays of a saved session; a clear InputError for anything else."""
-    not_ours = "This file is not a session saved by Decoder Explorer (save one with “Save session”)."
+def read_bytes(data: bytes) -> tuple[Snapshot, SavedArrays]:
+    """The snapshot and arrays of a saved session; a clear InputError for anything else.
+
+    The arrays are read lazily (``session_file``): a file cannot make the server decompress
+    more than the session it describes really holds."""
     if len(data) > MAX_FILE_BYTES:
         raise InputError(f"The file is larger than {MAX_FILE_BYTES // 2**20} MB; it is not a saved session.")
+    text, arrays = session_file.open_archive(data)
     try:
-        loaded = np.load(io.BytesIO(data), allow_pickle=False)  # never unpickles: no code runs
-        if not isinstance(loaded, np.lib.npyio.NpzFile):
-            raise ValueError("a single array, not an archive")
-        with loaded as npz:
-            arrays = {name: npz[name] for name in npz.files}
-        description = json.loads(arrays.pop("description").tobytes().decode("utf-8"))
-    except (ValueError, KeyError, OSError, UnicodeDecodeError, EOFError, zipfile.BadZipFile) as error:
-        raise InputError(not_ours) from error
+        description = json.loads(text)
+    except ValueError as error:
+        raise InputError(session_file.NOT_OURS) from error
     if not isinstance(description, dict) or description.get("format") != FORMAT:
-        raise InputError(not_ours)
+        raise InputError(session_file.NOT_OURS)
     if description.get("version") != VERSION:
-        raise InputError(f"This session file has version {description.get('version')}; this explorer reads {VERSION}.")
+        version = str(description.get("version"))[:20]
+        raise InputError(f"This session file has version {version}; this explorer reads {VERSION}.")
     return checked_snapshot(description.get("snapshot")), arrays
 
 
 def checked_snapshot(raw) -> Snapshot:
-    """A Snapshot from untrusted JSON: every field of the right type, or an InputError."""
+    """A Snapshot from untrusted JSON (a file, a link, the browser's kept copy): every field of
+    the right type and in the range the page offers, or an InputError that names the field."""
     if not isinstance(raw, dict):
         raise InputError("The saved session has no description.")
-    fields = Snapshot.__dataclass_fields__
-    unknown = set(raw) - set(fields)
+    unknown = set(raw) - set(FIELD_CHECKS)
     if unknown or "model" not in raw or "text" not in raw:
         raise InputError("The saved session's description is damaged.")
-    try:
-        snapshot = Snapshot(**raw)
-        snapshot.generated = [int(t) for t in snapshot.generated]
-        snapshot.forced = [int(t) for t in snapshot.forced]
-        if not isinstance(snapshot.model, str) or not isinstance(snapshot.text, str):
-            raise TypeError
-    except (TypeError, ValueError) as error:
-        raise InputError("The saved session's description is damaged.") from error
+    values = {name: FIELD_CHECKS[name](name, value) for name, value in raw.items()}
+    snapshot = Snapshot(**values)
+    if not all(0 <= i < len(snapshot.generated) for i in snapshot.forced) or len(set(snapshot.forced)) < len(
+        snapshot.forced
+    ):
+        raise InputError("The saved session's forced tokens are not among its generated tokens.")
     if snapshot.tab not in TABS:
         snapshot.tab = "self"
     return snapshot
 
 
-def attention_difference(session: GenerationSession, arrays: dict[str, np.ndarray]) -> float:
-    """The largest difference between the restored session's attention and the file's."""
+def shown(value) -> str:
+    """A short, safe rendering of an untrusted value for a message."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def text_field(limit: int) -> Callable:
+    def check(name: str, value) -> str:
+        if not isinstance(value, str) or len(value) > limit:
+            raise InputError(
+                f"The session's {name} must be text of at most {limit:,} characters (it is {shown(value)})."
+            )
+        return value
+
+    return check
+
+
+def boolean_field(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise InputError(f"The session's {name} must be true or false (it is {shown(value)}).")
+    return value
+
+
+def number_field(low: float, high: float, whole: bool = False) -> Callable:
+    """A number from ``low`` to ``high`` (finite; ``whole``: an integer, given as 3 or 3.0)."""
+    kind = "a whole number" if whole else "a number"
+
+    def check(name: str, value):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        ok = ok and low <= value <= high and (not whole or float(value).is_integer())
+        if not ok:
+            raise InputError(f"The session's {name} must be {kind} from {low:g} to {high:g} (it is {shown(value)}).")
+        return int(value) if whole else float(value)
+
+    return check
+
+
+def token_list_field(name: str, value) -> list[int]:
+    whole = number_field(0, 2**31 - 1, whole=True)
+    if not isinstance(value, list) or len(value) > MAX_SESSION_POSITIONS:
+        raise InputError(f"The session's {name} must be a list of at most {MAX_SESSION_POSITIONS} token numbers.")
+    return [whole(name, item) for item in value]
+
+
+def optional_position(name: str, value) -> int | None:
+    return None if value is None else number_field(0, MAX_SESSION_POSITIONS, whole=True)(name, value)
+
+
+FIELD_CHECKS: dict[str, Callable] = {
+    "model": text_field(1000), "text": text_field(MAX_TEXT_CHARS), "chat": boolean_field,
+    "use_cache": boolean_field, "temperature": number_field(*sampling.TEMPERATURE_RANGE),
+    "top_k": number_field(*sampling.TOP_K_RANGE, whole=True), "top_p": number_field(*sampling.TOP_P_RANGE),
+    "seed": number_field(*sampling.SEED_RANGE, whole=True), "generated": token_list_field, "forced": token_list_field,
+    "layer": number_field(0, 9999, whole=True), "head": text_field(20), "query": optional_position,
+    "tab": text_field(40),
+}  # fmt: skip
+
+
+def attention_difference(session: GenerationSession, arrays: Mapping[str, np.ndarray]) -> float:
+    """The largest difference between the restored session's attention and the file's.
+
+    Each saved array's shape is compared with the restored session's before it is read."""
     ours = session_arrays(session)
-    if not np.array_equal(ours["token_ids"], arrays.get("token_ids")):
+    shape = arrays.shape if isinstance(arrays, SavedArrays) else (lambda name: arrays[name].shape)
+    if "token_ids" not in arrays or shape("token_ids") != ours["token_ids"].shape:
+        raise InputError("Replaying the saved tokens did not give the saved sequence: was it saved with another model?")
+    if not np.array_equal(ours["token_ids"], arrays["token_ids"]):
         raise InputError("Replaying the saved tokens did not give the saved sequence: was it saved with another model?")
     names = [n for n in ours if "attention." in n]
     worst = 0.0
     for name in names:
-        if name not in arrays or arrays[name].shape != ours[name].shape:
+        if name not in arrays or shape(name) != ours[name].shape:
             raise InputError(f"The saved session lacks {name}, or its shape differs: was it saved with another model?")
         worst = max(worst, float(np.abs(ours[name].astype(np.float32) - arrays[name].astype(np.float32)).max()))
     return worst
@@ -191,13 +254,14 @@ def from_query(params: Mapping[str, str]) -> Snapshot | None:
 
     try:
         query = params.get("query")
-        return checked_snapshot({
+        raw = {
             "model": params["model"], "text": params["text"], "chat": params.get("chat") == "1",
             "use_cache": params.get("cache", "1") == "1", "temperature": float(params.get("temperature", 0)),
             "top_k": int(params.get("top_k", 0)), "top_p": float(params.get("top_p", 1)),
             "seed": int(params.get("seed", 0)), "generated": ints("tokens"), "forced": ints("forced"),
             "layer": int(params.get("layer", 0)), "head": params.get("head", "mean"),
             "query": int(query) if query not in (None, "") else None, "tab": params.get("tab", "self"),
-        })  # fmt: skip
-    except ValueError as error:
+        }  # fmt: skip
+    except ValueError as error:  # (int() of 5,000 digits too)
         raise InputError("This link's numbers are damaged; it cannot reopen the session.") from error
+    return checked_snapshot(raw)  # the ranges, with the field named

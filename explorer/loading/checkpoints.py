@@ -10,6 +10,7 @@ import contextlib
 import json
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 import torch
@@ -23,6 +24,19 @@ from .gguf_files import read_gguf
 from .hf_convert import convert
 
 OUR_CONFIG = "explorer_config.json"
+# transformers imports its classes lazily, and its lazy module is not safe to import from several
+# threads at once: a class of students opening a fresh server raised "cannot import name
+# 'AutoTokenizer'" (issue 26). Tokenizers are read one at a time (each takes well under a second),
+# and the app imports what they need before it serves (``import_tokenizer_classes``).
+TOKENIZER_LOCK = threading.Lock()
+
+
+def import_tokenizer_classes() -> tuple[type, type]:
+    """transformers' AutoTokenizer and PreTrainedTokenizerFast, imported under the lock."""
+    with TOKENIZER_LOCK:
+        from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    return AutoTokenizer, PreTrainedTokenizerFast
 
 
 def read_hf_folder(folder: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
@@ -55,10 +69,10 @@ def read_hf_folder(folder: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
 
 
 def load_tokenizer(folder: Path, **kwargs):
-    from transformers import AutoTokenizer
-
+    auto_tokenizer, _ = import_tokenizer_classes()
     try:
-        return AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False, **kwargs)
+        with TOKENIZER_LOCK:  # it imports the family's tokenizer class lazily, too
+            return auto_tokenizer.from_pretrained(str(folder), trust_remote_code=False, **kwargs)
     except Exception as error:
         # The exception's own text can hold absolute paths: only its kind is shown.
         raise ModelLoadError(f"could not read the tokenizer of {folder.name!r} ({type(error).__name__})") from None
@@ -85,10 +99,9 @@ def portable_tokenizer(tokenizer):
     """The tokenizer as the generic fast tokenizer: its own tokenizer.json, special tokens and chat
     template. A model-specific class (GemmaTokenizer for a gemma3 GGUF) would rebuild itself its
     own way on reading the cache, which need not be how the file's tokenizer was read."""
-    from transformers import PreTrainedTokenizerFast
-
+    _, fast_tokenizer = import_tokenizer_classes()
     special = {k: v for k, v in tokenizer.special_tokens_map.items() if isinstance(v, str)}
-    return PreTrainedTokenizerFast(
+    return fast_tokenizer(
         tokenizer_object=tokenizer.backend_tokenizer, chat_template=tokenizer.chat_template, **special
     )
 

@@ -19,12 +19,13 @@ from collections.abc import Callable
 import gradio as gr
 
 from explorer.analysis.export import candidates
-from explorer.analysis.snapshot import Snapshot, restore
+from explorer.analysis.snapshot import checked_snapshot, number_field, restore, shown
+from explorer.errors import InputError
 from explorer.loading import list_models
 from explorer.loading.registry import TRANSLATOR_MODEL
 from explorer.session import GenerationSession
 from explorer.ui import model_store
-from explorer.ui.tab import USER_ERRORS
+from explorer.ui.tab import USER_ERRORS, log
 from explorer.ui.views import MEAN, checked_view
 
 MAX_API_NEW_TOKENS = 256  # per generate or translate call: a call holds a worker while it runs
@@ -37,8 +38,9 @@ def answered(endpoint: Callable) -> Callable:
     def call(*args, **kwargs):
         try:
             return endpoint(*args, **kwargs)
-        except USER_ERRORS as error:
-            raise gr.Error(str(error)) from None
+        except USER_ERRORS as error:  # a refusal, not a bug: one line in the log, no traceback
+            log.info("refused a call of /%s: %s", endpoint.__name__, error)
+            raise gr.Error(str(error), print_exception=False) from error
 
     return call
 
@@ -51,7 +53,8 @@ def loaded_model(model: str):
 def session_for(model: str, text: str, tokens: list[int] | None, **settings) -> GenerationSession:
     """A session of ``text`` with ``tokens`` (generated ids) run through the model after it."""
     loaded = loaded_model(model)
-    return restore(loaded, Snapshot(model=model, text=text, generated=[int(t) for t in tokens or []], **settings))
+    # Checked as a link's fields are: types and ranges, before any of it reaches the model.
+    return restore(loaded, checked_snapshot({"model": model, "text": text, "generated": tokens or [], **settings}))
 
 
 # ---------------------------------------------------------------- the endpoints
@@ -96,7 +99,8 @@ def generate(model: str, text: str, max_new_tokens: int = 20, temperature: float
              top_p: float = 1.0, seed: int = 0) -> dict:  # fmt: skip
     """Up to ``max_new_tokens`` tokens (at most 256 a call), stopping at the model's end token."""
     session = session_for(model, text, [], temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
-    for _ in range(max(0, min(int(max_new_tokens), MAX_API_NEW_TOKENS))):
+    count = number_field(1, MAX_API_NEW_TOKENS, whole=True)("max_new_tokens", max_new_tokens)
+    for _ in range(count):
         if session.finished or len(session.token_ids) >= session.max_positions:
             break
         session.step()
@@ -116,7 +120,7 @@ def attention(model: str, text: str, tokens: list[int] | None = None, layer: int
         "encoder": (session.encoder_attention, session.source_texts(), session.source_texts()),
     }
     if kind not in by_kind:
-        raise gr.Error(f"kind {kind!r} is not one of self, cross, encoder")
+        raise InputError(f"kind {shown(kind)} is not one of self, cross, encoder")
     of_layer, queries, keys = by_kind[kind]
     weights = of_layer(layer)  # (heads, queries, keys)
     chosen = weights.mean(axis=0) if head == MEAN else weights[int(head)]
@@ -127,7 +131,7 @@ def attention(model: str, text: str, tokens: list[int] | None = None, layer: int
 def translate(text: str, model: str = TRANSLATOR_MODEL, max_new_tokens: int = 64) -> str:
     """The translation of ``text`` by a translator (greedy), as text."""
     if not loaded_model(model).is_encoder_decoder:
-        raise gr.Error(f"{model} is not a translator; use /generate for a decoder-only model")
+        raise InputError(f"{shown(model)} is not a translator; use /generate for a decoder-only model")
     return generate(model, text, max_new_tokens)["text"]
 
 

@@ -21,6 +21,7 @@ import gradio as gr
 from explorer import native_memory
 from explorer.analysis import snapshot
 from explorer.batching import MAX_BATCH
+from explorer.loading.checkpoints import import_tokenizer_classes
 from explorer.ui import absent_packages, api, events, lesson_events, lifecycle
 from explorer.ui.blocks import ExplorerBlocks
 from explorer.ui.layout import (
@@ -243,6 +244,7 @@ def start(**kwargs) -> gr.Blocks:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not every request Gradio makes to itself
     demo = build_demo()
+    import_tokenizer_classes()  # before the first visitors load models at once (checkpoints.TOKENIZER_LOCK)
     native_memory.serve_memory_back()
     demo.queue(default_concurrency_limit=concurrency(), max_size=QUEUE_SIZE)
     # An upload larger than a saved session can be is refused by Gradio before it is read.

@@ -16,6 +16,7 @@ import gradio as gr
 
 from explorer.analysis.compare import BRANCHES
 from explorer.lessons import LESSONS
+from explorer.sampling import SEED_RANGE, TEMPERATURE_RANGE, TOP_K_RANGE, TOP_P_RANGE
 from explorer.ui import model_store, texts, views
 from explorer.ui.experiment_views import METHOD_CHOICES
 from explorer.ui.heatmap import attention_heatmap_view
@@ -468,10 +469,10 @@ def settings(text: gr.Textbox) -> dict:
     made["chat"] = gr.Checkbox(label="Use the chat template", value=False, elem_id="chat")
     made["max_new"] = gr.Slider(1, 256, value=40, step=1, label="Generate at most this many tokens", elem_id="max-new")
     with gr.Accordion("Sampling", open=False):
-        made["temperature"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
-        made["top_k"] = gr.Slider(0, 200, value=0, step=1, label="Top-k (0 = off)")
-        made["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p")
-        made["seed"] = gr.Number(value=0, precision=0, label="Seed")
+        made["temperature"] = gr.Slider(*TEMPERATURE_RANGE, value=0, step=0.05, label="Temperature (0 = greedy)")
+        made["top_k"] = gr.Slider(*TOP_K_RANGE, value=0, step=1, label="Top-k (0 = off)")
+        made["top_p"] = gr.Slider(*TOP_P_RANGE, value=1, step=0.05, label="Top-p")
+        made["seed"] = gr.Number(value=0, precision=0, minimum=SEED_RANGE[0], maximum=SEED_RANGE[1], label="Seed")
     with gr.Accordion("Save and share", open=False, elem_id="share"):
         made |= save_and_share()
     with gr.Accordion("Display", open=False, elem_id="display"):
@@ -723,7 +724,14 @@ def compare_runs() -> dict:
                 0.0, 2.0, value=1.0, step=0.05, label="Run B's temperature (for “other sampling”)",
                 elem_id="compare-temperature",
             )  # fmt: skip
-            made["compare_seed"] = gr.Number(value=1, precision=0, label="Run B's seed", elem_id="compare-seed")
+            made["compare_seed"] = gr.Number(
+                value=1,
+                precision=0,
+                minimum=SEED_RANGE[0],
+                maximum=SEED_RANGE[1],
+                label="Run B's seed",
+                elem_id="compare-seed",
+            )
         made["compare_runs_button"] = gr.Button("Compare", variant="primary", elem_id="compare-runs")
     made["compare_info"] = gr.Markdown(elem_id="compare-info")
     made["compare_tokens"] = gr.HTML(elem_id="compare-tokens")

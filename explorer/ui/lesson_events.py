@@ -16,7 +16,7 @@ import gradio as gr
 from explorer import lessons
 from explorer.analysis import snapshot
 from explorer.analysis.ablation import SwitchedOff
-from explorer.errors import InputError
+from explorer.errors import InputError, as_sentence
 from explorer.ui import lifecycle, model_store
 from explorer.ui.lifecycle import show_session
 from explorer.ui.render import Updates, render
@@ -135,7 +135,7 @@ def on_load(request: gr.Request, model_name, *inputs, progress=gr.Progress(track
             progress(0, desc=f"Setting up lesson {linked[0]}, step {linked[1] + 1}")
             return set_up(request, None, *linked, done=None)
     except USER_ERRORS as error:
-        gr.Warning(f"This lesson link cannot be opened: {error} The explorer opens as usual.")
+        gr.Warning(f"This lesson link cannot be opened: {as_sentence(error)} The explorer opens as usual.")
     return lifecycle.on_load(request, model_name, *inputs, progress=progress)
 
 

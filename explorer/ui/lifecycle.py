@@ -12,7 +12,8 @@ import gradio as gr
 
 from explorer.analysis import export, snapshot
 from explorer.analysis.export_html import export_html
-from explorer.loading import ModelLoadError
+from explorer.errors import as_sentence
+from explorer.loading import ModelLoadError, list_models
 from explorer.ui import model_store
 from explorer.ui.layout import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
 from explorer.ui.render import Updates, buttons_on, current_snapshot, model_views, render, text_label
@@ -24,29 +25,55 @@ from explorer.ui.views import ExplorerState, checked_view
 def on_load(request: gr.Request, model_name, *inputs, progress=gr.Progress(track_tqdm=True)) -> Updates:
     """A link's session, else the one this browser kept (a reload), else the default model."""
     *settings, kept_session = inputs  # the kept session comes last: API callers may leave it out
+    dropped: Updates = {}  # a kept session that cannot be restored is forgotten, not retried at every visit
     try:
         linked = snapshot.from_query(request.query_params)
         if linked is not None:
             progress(0, desc=f"Opening the linked session on {linked.model}")
             return apply_snapshot(request, None, linked)[0]
     except USER_ERRORS as error:
-        gr.Warning(f"This link cannot be opened: {error} The default model is shown instead.")
+        gr.Warning(f"This link cannot be opened: {as_sentence(error)} The default model is shown instead.")
     if kept_session is not None:
         try:
             restored = snapshot.checked_snapshot(kept_session)
             progress(0, desc=f"Bringing back your session on {restored.model}")
             return apply_snapshot(request, None, restored)[0]
         except USER_ERRORS as error:
-            gr.Warning(f"The session this browser kept cannot be restored: {error} A new one is shown.")
+            gr.Warning(f"The session this browser kept cannot be restored: {as_sentence(error)} A new one is shown.")
+            dropped = {"kept": None}
     progress(0, desc=f"Loading {model_name}")
     try:
         loaded = model_store.get_model(model_name)
-    except ModelLoadError as error:  # the buttons come on: a Step then says to choose a model
-        gr.Warning(f"{error} Choose another model from the list.")
-        return buttons_on()
+    except ModelLoadError as error:
+        return {**dropped, **open_another_model(request, model_name, error, settings)}
     st = new_session(tab_state(request, None, model_name), *settings)
     st.placed_text = settings[0]  # the example the page opened with
     return {**model_views(loaded), **render(st, full=True)}
+
+
+def open_another_model(request: gr.Request, failed: str, error: ModelLoadError, settings: list) -> Updates:
+    """The page's model cannot load (its package missing, the Hub out of reach): open the first
+    model that can, and say so on the status line; if none can, the status line says that."""
+    for entry in list_models():
+        if entry.name == failed or not entry.available:
+            continue
+        try:
+            loaded = model_store.get_model(entry.name)
+        except ModelLoadError:
+            continue
+        text_value = settings[0]
+        if loaded.is_encoder_decoder:  # the page opened with a prompt for a decoder
+            text_value = TRANSLATOR_EXAMPLES[0]
+        st = new_session(tab_state(request, None, entry.name), text_value, *settings[1:])
+        st.placed_text = text_value
+        said = f"{failed} could not be loaded here: {as_sentence(error)} {entry.name} is open instead."
+        gr.Warning(said)
+        out = {**model_views(loaded), **render(st, full=True), "model": gr.Dropdown(value=entry.name)}
+        out["text"] = gr.Textbox(value=text_value, label=text_label(loaded))
+        return {**out, "status": f"{said}\n\n{out['status']}"}
+    said = f"{failed} could not be loaded here: {as_sentence(error)} No other model can be loaded either."
+    gr.Warning(said)
+    return {**buttons_on(), "status": f"**{said}** The operator must install one (see the README)."}
 
 
 @tab_event
@@ -58,7 +85,7 @@ def on_model_change(request: gr.Request, model_name, st, *settings, progress=gr.
         progress(0, desc=f"Loading {model_name}")
         loaded = model_store.get_model(model_name)
     except ModelLoadError as error:
-        gr.Warning(f"{error} The previous model stays loaded.")
+        gr.Warning(f"{as_sentence(error)} The previous model stays loaded.")
         return {"model": gr.Dropdown(value=previous)} if previous else gr.skip()
     st = tab_state(request, st, model_name)
     text_value = text_for(loaded, st, settings[0])
@@ -129,7 +156,7 @@ def on_open_file(request: gr.Request, path, st, progress=gr.Progress(track_tqdm=
         progress(0, desc=f"Replaying {len(snap.generated)} tokens on {snap.model}")
         out, difference = apply_snapshot(request, st, snap, arrays)
     except USER_ERRORS as error:
-        gr.Warning(f"This file cannot be opened: {error} The session on screen stays.")
+        gr.Warning(f"This file cannot be opened: {as_sentence(error)} The session on screen stays.")
         return {"open_file": None}
     gr.Info(
         f"Restored the text and {len(snap.generated)} generated tokens on {snap.model}. The attention was "

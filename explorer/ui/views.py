@@ -92,7 +92,7 @@ def checked_view(session: GenerationSession, layer, head) -> tuple[int, str]:
     c = session.config
     try:
         layer_index = int(layer)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InputError(f"the layer must be a whole number; choose 0 to {c.n_layers - 1}") from None
     session.check_layer(layer_index)
     head_choice = str(head)
