@@ -30,6 +30,7 @@ from explorer.ui.layout import (
     PAGE_SCRIPT,
     PRESENTER_SCRIPT,
     SETTINGS,
+    SHOW_FEEDBACK,
     TABS,
     TRANSLATOR_EXAMPLES,
     Page,
@@ -139,7 +140,7 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     # A model switch ends a running Generate: not by Gradio's cancel, which could drop the
     # Generate's last word and leave a step of the old session, sent just before, on the page;
     # the Generate sees its session replaced at its next step and sends the new one's views.
-    switched = {*everything, page.tabs}
+    switched = {*everything, page.tabs, *p(*lifecycle.CLOSED_LESSON)}  # another model closes a lesson
     page.model.select(on(page, lifecycle.on_model_change), [page.model, page.state, *settings], switched)
     page.custom_model.submit(on(page, lifecycle.on_custom_model), [page.custom_model, page.state, *settings], switched)
     page.stop_button.click(on(page, events.on_stop), [page.state], p(*STEP_VIEWS), queue=False, cancels=[generate])
@@ -177,7 +178,9 @@ def wire_view_choices(page: Page, figures: list, quick: dict) -> None:
     for picker in (page.strip, page.self_plot, page.cross_plot):
         picker.select(on(page, events.on_token_click), [state], [page.strip, *figures], **quick)
     choice = [state, page.layer, page.head]
-    page.layer.release(on(page, events.on_layer_or_head), choice, figures, **quick)
+    # The slider's number box sends "input" as it is typed in (its "release" only comes on blur: a
+    # typed layer stayed unshown); a drag sends "input" too, and always_last draws only the newest.
+    page.layer.input(on(page, events.on_layer_or_head), choice, figures, trigger_mode="always_last", **quick)
     page.head.input(on(page, events.on_layer_or_head), choice, figures, **quick)
     page.heads.select(on(page, events.on_head_thumbnail), [state], page.pick("head", "self_plot", "kept"), **quick)
     for name, tab in TABS.items():
@@ -208,8 +211,12 @@ def wire_lessons(page: Page, shown: set) -> None:
     done, p = page.lessons_done, page.pick
     page.lesson.input(on(page, lesson_events.on_lesson), [page.lesson, page.state, done], shown)
     page.lesson_next.click(on(page, lesson_events.on_lesson_next), [page.state, done], shown)
+    page.lesson_back.click(on(page, lesson_events.on_lesson_back), [page.state], shown)
     checked = p("lesson_feedback", "lessons_done", "lesson")
-    page.lesson_check.click(on(page, lesson_events.on_lesson_check), [page.state, page.lesson_answer, done], checked)
+    # The answer appears where the eye is: at 1280x720 the feedback sits below the fold.
+    page.lesson_check.click(
+        on(page, lesson_events.on_lesson_check), [page.state, page.lesson_answer, done], checked
+    ).then(None, js=SHOW_FEEDBACK)
 
 
 def wire_save_and_share(page: Page, restored: set) -> None:

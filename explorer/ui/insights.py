@@ -126,10 +126,11 @@ def ablation_summary(state: ExplorerState) -> str:
     else:
         p = result.departs_at
         now = state.session.tokenizer.decode([result.chosen_after[p - 1]])
+        forced = any(step.forced and step.position == p for step in state.session.steps)
+        on_screen = f"you chose {visible(tokens[p])!r}" if forced else f"the model chose {visible(tokens[p])!r}"
         lines.append(
-            f"The greedy choice first departs at position {p}: the model chose {visible(tokens[p])!r}, switched off it "
-            f"would choose {visible(now)!r} ({len(result.departures)} of {len(result.token_ids) - first} generated "
-            "tokens differ)."
+            f"The greedy choice first departs at position {p}: {on_screen}, switched off the model would choose "
+            f"{visible(now)!r} ({len(result.departures)} of {len(result.token_ids) - first} generated tokens differ)."
         )
     return " ".join(lines)
 

@@ -68,6 +68,10 @@ body.presenter .attention-name { font-size: 18px; }
 .aligned-runs caption { text-align: left; white-space: nowrap; font-family: var(--font); padding-bottom: 4px; }
 .aligned-runs th, .aligned-runs td { padding: 2px 6px; border: 1px solid #ddd; white-space: pre; }
 .aligned-runs td.differs { font-weight: bold; border: 2px solid #d95f02; }
+/* A clicked candidate is a choice, not a cell to edit: no row/column handles, no edit outline. */
+#candidates .selection-button { display: none !important; }
+#candidates .cell-selected:not(:focus-visible) .text { box-shadow: none !important; }
+#model input { font-size: 14px; }  /* the model's name and kind fit the box at 1280 px */
 .sr-only { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
 @media (max-width: 640px) {
   .gradio-container { padding: 4px !important; }
@@ -137,6 +141,11 @@ SHORTCUTS = """
 
 # Presenter mode on or off: the body's class (CSS above); a resize event redraws the heatmaps
 # (explorer/ui/heatmap.js enlarges their text while the class is set).
+# After Check: the feedback scrolled into sight (only as far as needed), once it has been drawn.
+SHOW_FEEDBACK = """
+() => { requestAnimationFrame(() => document.getElementById('lesson-feedback')
+          ?.scrollIntoView({block: 'nearest', behavior: 'instant'})); return []; }
+"""
 PRESENTER_SCRIPT = """
 (on) => { document.body.classList.toggle('presenter', on); window.dispatchEvent(new Event('resize')); return []; }
 """
@@ -248,6 +257,7 @@ class Page:
     lesson_answer: gr.Radio
     lesson_check: gr.Button
     lesson_next: gr.Button
+    lesson_back: gr.Button
     lesson_feedback: gr.Markdown
     # the model and the text
     model: gr.Dropdown
@@ -406,9 +416,9 @@ def build_page(browser_secret: str) -> Page:
     }
     gr.Markdown(texts.INTRO, elem_id="intro")
     with gr.Row(equal_height=False, elem_id="top-row"):
-        with gr.Column(scale=2, min_width=240):
+        with gr.Column(scale=3, min_width=240):  # room for the longest model name and its kind
             made |= model_choice()
-        with gr.Column(scale=4, min_width=300):
+        with gr.Column(scale=3, min_width=300):
             made["text"] = gr.Textbox(
                 label="Prompt", value=os.environ.get(TEXT_ENV) or DECODER_EXAMPLES[0], lines=2, max_lines=12,
                 elem_id="prompt",
@@ -443,6 +453,7 @@ def lessons_panel() -> dict:
         with gr.Row():
             made["lesson_check"] = gr.Button("Check", variant="primary", elem_id="lesson-check", size="sm")
             made["lesson_next"] = gr.Button("Next step", elem_id="lesson-next", size="sm")
+            made["lesson_back"] = gr.Button("Back to your text", elem_id="lesson-back", size="sm", visible=False)
         made["lesson_feedback"] = gr.Markdown(elem_id="lesson-feedback")
     return made
 

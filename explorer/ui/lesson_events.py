@@ -18,22 +18,28 @@ from explorer.analysis import snapshot
 from explorer.analysis.ablation import SwitchedOff
 from explorer.errors import InputError, as_sentence
 from explorer.ui import lifecycle, model_store
-from explorer.ui.lifecycle import show_session
-from explorer.ui.render import Updates, render
+from explorer.ui.lifecycle import closed_lesson, show_session
+from explorer.ui.render import Updates, current_snapshot, render
 from explorer.ui.tab import USER_ERRORS, tab_event
 from explorer.ui.views import ExplorerState
 
 # What a lesson step changes besides the session on screen.
-LESSON_VIEWS = ("lesson", "lesson_text", "lesson_answer", "lesson_feedback", "lessons_panel", "switched_off")
+LESSON_VIEWS = (
+    "lesson", "lesson_text", "lesson_answer", "lesson_feedback", "lessons_panel", "switched_off", "lesson_back",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
 class LessonAt:
-    """The lesson step a tab is on, and its question as the model answered it."""
+    """The lesson step a tab is on, its question as the model answered it, and what the lesson
+    replaced: the user's own session, one click away ("Back to your text")."""
 
     number: int
     index: int
     posed: lessons.Posed
+    model_name: str  # the model the question was posed on
+    session: object  # the session the step put on screen (a GenerationSession)
+    before: snapshot.Snapshot | None = None  # the user's session the lesson replaced
 
 
 def lesson_choices(done: Mapping | None) -> list[tuple[str, int]]:
@@ -65,9 +71,10 @@ def set_up(request: gr.Request, st: ExplorerState | None, number: int, index: in
     layer = posed.layer if posed.layer is not None else step.setup.layer
     head = posed.head if posed.head is not None else step.setup.head
     view = snapshot.snapshot_of(name, session, layer=layer, head=head, query=posed.query, tab=step.setup.tab)
+    before = kept_work(st)
     out = show_session(request, st, name, session, view)
     st = out["state"]
-    st.lesson = LessonAt(number, index, posed)
+    st.lesson = LessonAt(number, index, posed, name, session, before)
     switched_off = SwitchedOff(posed.switched_off)  # each step sets up the whole view: none but its own
     if switched_off != st.switched_off:
         st.switched_off = switched_off
@@ -80,15 +87,40 @@ def set_up(request: gr.Request, st: ExplorerState | None, number: int, index: in
         "lesson_feedback": "",
         "lessons_panel": gr.Accordion(open=True),
         "switched_off": st.switched_off.text(),
+        "lesson_back": gr.Button(visible=before is not None),
     }
+
+
+def kept_work(st: ExplorerState | None) -> snapshot.Snapshot | None:
+    """The session a lesson step is about to replace, when it is the user's own work: not a
+    lesson step's session as the step set it up (that one the lesson can set up again)."""
+    if st is None or st.session is None:
+        return None
+    at = st.lesson
+    if at is not None and st.session is at.session and not st.session.generated_ids[len(at.session.generated_ids) :]:
+        return at.before  # still the lesson's own session: what it replaced stays what to go back to
+    return current_snapshot(st)
 
 
 @tab_event
 def on_lesson(request: gr.Request, number, st, done, progress=gr.Progress()):
-    if number is None:
+    """A lesson chosen in the list. The list also sends its value when it loses focus (a Tab
+    through the panel): a lesson already on screen is then left as it is, and so is the user's work."""
+    if number is None or (st is not None and st.lesson is not None and st.lesson.number == int(number)):
         return gr.skip()
     progress(0, desc=f"Setting up lesson {number}")
     return set_up(request, st, int(number), 0, done)
+
+
+@tab_event
+def on_lesson_back(request: gr.Request, st, progress=gr.Progress()):
+    """Back to the session the lesson replaced, as it was (its tokens replayed), and the lesson closed."""
+    at = current_step(st)
+    if at.before is None:
+        raise InputError("There is no text of yours to go back to: the lesson replaced none.")
+    progress(0, desc=f"Bringing back your text on {at.before.model}")
+    out, _ = lifecycle.apply_snapshot(request, st, at.before)
+    return {**out, **closed_lesson(st)}
 
 
 @tab_event
@@ -123,6 +155,8 @@ def current_step(st: ExplorerState | None) -> LessonAt:
     at = st.lesson if st is not None else None
     if at is None:
         raise InputError("Choose a lesson first (the Lessons list).")
+    if st.model_name != at.model_name:  # (a model switch closes the lesson; this is the guard)
+        raise InputError(f"This lesson step is about {at.model_name}: choose the lesson again to go on.")
     return at
 
 

@@ -14,7 +14,7 @@ from explorer.analysis import export, snapshot
 from explorer.analysis.export_html import export_html
 from explorer.errors import as_sentence
 from explorer.loading import ModelLoadError, list_models
-from explorer.ui import model_store
+from explorer.ui import model_store, texts
 from explorer.ui.layout import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
 from explorer.ui.render import Updates, buttons_on, current_snapshot, model_views, render, text_label
 from explorer.ui.tab import USER_ERRORS, new_session, require, saved_session_folder, tab_event, tab_state
@@ -93,7 +93,21 @@ def on_model_change(request: gr.Request, model_name, st, *settings, progress=gr.
     st.tab = "cross" if loaded.is_encoder_decoder else ("self" if st.tab == "cross" else st.tab)
     return {
         **model_views(loaded), "text": gr.Textbox(value=text_value, label=text_label(loaded)),
-        "tabs": gr.Tabs(selected=st.tab), **render(st, full=True),
+        "tabs": gr.Tabs(selected=st.tab), **render(st, full=True), **closed_lesson(st),
+    }  # fmt: skip
+
+
+# What closing a lesson changes (a model switch, "Back to your text").
+CLOSED_LESSON = ("lesson", "lesson_text", "lesson_answer", "lesson_feedback", "lesson_back")
+
+
+def closed_lesson(st: ExplorerState) -> Updates:
+    """The Lessons panel as before any lesson: nothing chosen, no question, nothing to go back to.
+    (A lesson's question is about the model it set up: another model closes it.)"""
+    st.lesson = None
+    return {
+        "lesson": gr.Dropdown(value=None), "lesson_text": texts.LESSONS, "lesson_feedback": "",
+        "lesson_answer": gr.Radio(choices=[], value=None), "lesson_back": gr.Button(visible=False),
     }  # fmt: skip
 
 

@@ -38,7 +38,7 @@ def dropdown_choices() -> list[tuple[str, str]]:
     """(label, name) pairs; models that cannot load now say why in their label."""
     choices = []
     for entry in list_models():
-        kind = "translator" if entry.is_encoder_decoder else "decoder-only"
+        kind = "translator" if entry.is_encoder_decoder else "decoder"  # short: the box shows it whole
         where = "embedded" if entry.source == "embedded" else "Hub"
         label = f"{entry.name} ({kind}, {where})"
         if not entry.available:

@@ -109,8 +109,8 @@ step computes one new row, so its cost grows slowly with the length (only the at
 scores grow); without it every row is computed again. The KV cache stores a key and a value
 vector per layer, key/value head and position; grouped-query attention shares them among
 query heads, which is how small models keep the cache small. A T5 model has no position
-vectors at all: the chart above shows what each head adds to a score for each distance between
-query and key, learned, and the same beyond a maximum distance."""
+vectors at all: each head adds a learned amount to a score for each distance between query and
+key, the same beyond a maximum distance (with a T5 model, a chart on this tab shows it)."""
 
 SAVE_AND_SHARE = """Figures download from the camera button that appears when you hover over them.
 A saved session (.npz) holds the input, settings, tokens and attention; open it to

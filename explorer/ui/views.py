@@ -247,11 +247,14 @@ def timing_figure(state: ExplorerState):
             "cache off (rerun)": (comparison.positions, comparison.ms_uncached),
         }
     else:
-        series = {}
-        for use_cache, name in ((True, "cache on"), (False, "cache off")):
-            points = [t for t in session.timings if t.use_cache is use_cache]
-            if points:
-                series[name] = ([t.position for t in points], [t.elapsed_ms for t in points])
+        # One line per mode, broken (None) where the steps were taken in the other mode: a line
+        # drawn straight across them would show timings that were never measured.
+        positions = [t.position for t in session.timings]
+        series = {
+            name: (positions, [t.elapsed_ms if t.use_cache is use_cache else None for t in session.timings])
+            for use_cache, name in ((True, "cache on"), (False, "cache off"))
+            if any(t.use_cache is use_cache for t in session.timings)
+        }
     return timing_chart(series)
 
 

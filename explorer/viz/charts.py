@@ -28,9 +28,11 @@ def timing_chart(series: dict[str, tuple[list[int], list[float]]]) -> Figure:
     return {"data": traces, "layout": layout}
 
 
-def _line(name: str, positions: list[int], ms: list[float]) -> dict:
+def _line(name: str, positions: list[int], ms: list[float | None]) -> dict:
+    """A line with markers; a None leaves a gap (plotly does not connect across it)."""
     return {
-        "type": "scatter", "x": list(positions), "y": [float(v) for v in ms], "mode": "lines+markers",
+        "type": "scatter", "x": list(positions), "y": [None if v is None else float(v) for v in ms],
+        "mode": "lines+markers",
         "name": name, "line": {"color": CACHED_COLOR if "on" in name else UNCACHED_COLOR},
         "hovertemplate": "position %{x}: %{y:.1f} ms<extra>" + name + "</extra>",
     }  # fmt: skip
