@@ -125,3 +125,18 @@ def test_completeness_on_smollm2_with_more_points_where_the_path_is_rough(smollm
     print(f"{result.steps} points, completeness within {result.completeness_error:.3%}")
     assert result.completeness_error < 0.01
     assert result.steps in (32, 64, 128, 256)
+
+
+def test_one_progress_bar_over_every_refinement(stepped):
+    """A path that needs more points refines 2 → 4 → 8 here (tolerance 0 forces it): the bar only
+    moves forward across the refinements and says why it goes on (issue 26: a 35 s Explain that
+    seemed stuck was the integral refined to 256 points, 480 in all)."""
+    position, token = newest(stepped)
+    seen: list[tuple[float, str]] = []
+    result = attribution.attribute(stepped, position, token, steps=2, tolerance=0.0, max_steps=8,
+                                   progress=lambda share, what: seen.append((share, what)))  # fmt: skip
+    assert result.steps == 8
+    shares = [share for share, _ in seen]
+    assert shares == sorted(shares) and 0 <= shares[0] and shares[-1] <= 1
+    assert shares[-1] >= (2 + 4) / 14  # the last level starts after the first two levels' points
+    assert "refining" not in seen[0][1] and "refining: 4 points" in seen[-1][1]

@@ -257,3 +257,42 @@ print(errors)
     for _ in range(3):
         run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert run.returncode == 0 and run.stdout.strip() == "[]", run.stdout + run.stderr
+
+
+# ---------------------------------------------------------------- words that say something false (issue 26)
+def test_switch_heads_off_names_a_forced_token_as_the_users_choice(checkpoints):
+    from explorer.analysis import ablation
+    from explorer.ui import insights
+    from explorer.ui.views import ExplorerState
+
+    session = explorer.GenerationSession(explorer.load_model(str(checkpoints["gpt2"])), "the cat sat")
+    session.force(session.top_candidates()[4].token_id)  # far from the greedy choice
+    state = ExplorerState("tiny", session=session)
+    state.switched_off = ablation.parse("0.mlp", session, "zero")
+    state.keep("ablation", ablation.ablate(session, state.switched_off))
+    assert ablation.ablate(session, state.switched_off).departs_at == session.prompt_length
+    said = insights.ablation_summary(state)
+    assert "you chose" in said and "the model chose" not in said
+
+
+def test_the_architecture_text_names_no_chart_the_tab_may_not_show():
+    """The relative-position chart is on screen for T5 only: the shared text cannot say 'above'."""
+    from explorer.ui import texts
+
+    assert "chart above" not in texts.ARCHITECTURE and "with a T5 model" in texts.ARCHITECTURE
+
+
+def test_the_cache_on_line_breaks_where_the_cache_was_off(checkpoints):
+    """Steps taken with the cache off are gaps in the cache-on line, not a line drawn across them."""
+    from explorer.ui import views
+    from explorer.ui.views import ExplorerState
+
+    session = explorer.GenerationSession(explorer.load_model(str(checkpoints["gpt2"])), "the cat sat")
+    for use_cache in (True, True, False, False, True):
+        session.set_use_cache(use_cache)
+        session.step()
+    traces = {t["name"]: t for t in views.timing_figure(ExplorerState("tiny", session=session))["data"]}
+    on, off = traces["cache on"]["y"], traces["cache off"]["y"]
+    assert [v is None for v in on] == [False, False, True, True, False]
+    assert [v is None for v in off] == [True, True, False, False, True]
+    assert traces["cache on"]["x"] == traces["cache off"]["x"] == [t.position for t in session.timings]

@@ -234,9 +234,10 @@ def attribute(
         raise InputError(f"attribution method {method!r}? Choose one of {', '.join(METHODS)}")
     check_target(session, position, token_id)
     inputs = _inputs(session, position)
+    overall = _RefiningProgress(progress, steps, max_steps)
     while True:
         points = (np.array([1.0]), np.array([1.0])) if method == "input-x-gradient" else gauss_legendre(steps)
-        logit, baseline_logit, scores = _integrate(session, inputs, token_id, method, points, progress)
+        logit, baseline_logit, scores = _integrate(session, inputs, token_id, method, points, overall.level(steps))
         result = Attribution(
             method=method, position=position, token_id=token_id,
             token=session.tokenizer.decode([token_id]), tokens=session.token_texts()[: position + 1],
@@ -246,7 +247,27 @@ def attribute(
         )  # fmt: skip
         if method == "input-x-gradient" or result.completeness_error <= tolerance or steps * 2 > max_steps:
             return result
+        overall.refined(steps, result.completeness_error)
         steps *= 2
+
+
+class _RefiningProgress:
+    """One progress bar over every refinement of the integral. A rough path (often the newest
+    token's) doubles the points from 32 to 256 until completeness holds, 480 path points in all,
+    ~15x the time of a smooth one that 32 points settle: the bar says so instead of starting over."""
+
+    def __init__(self, progress: Progress | None, steps: int, max_steps: int):
+        self.progress, self.done, self.note = progress, 0, ""
+        self.total = sum(steps * 2**k for k in range(max(1, int(np.log2(max_steps / steps)) + 1)))
+
+    def level(self, steps: int) -> Progress | None:
+        if self.progress is None:
+            return None
+        return lambda share, what: self.progress(min(1.0, (self.done + share * steps) / self.total), what + self.note)
+
+    def refined(self, steps: int, error: float) -> None:
+        self.done += steps
+        self.note = f" (refining: {steps} points left the sum {error:.0%} off f(x) − f(b))"
 
 
 def _attention_up_to(session: GenerationSession, position: int):

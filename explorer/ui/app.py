@@ -50,8 +50,9 @@ QUEUE_SIZE = 256  # waiting events beyond this are refused with "queue full" rat
 
 def browser_secret() -> str:
     """The key the kept session is encrypted with in the browser. It must outlive a restart
-    (else a woken Space could not read what browsers kept); what it protects is only the user's
-    own text and tokens, in the user's own browser. An operator may set their own."""
+    (else a woken Space could not read what browsers kept). It is no secret: Gradio sends it to
+    every browser in the page's config, so a kept session is untrusted input, checked like a link
+    (``snapshot.checked_snapshot``). An operator may set their own."""
     return os.environ.get(SECRET_ENV) or "decoder-explorer: a session kept in your own browser"
 
 

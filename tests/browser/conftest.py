@@ -76,39 +76,43 @@ def running_app(log_path: Path, port: int | None = None, **env_overrides: str):
                 process.kill()
 
 
+APP_LOG = ARTIFACTS / "app.log"
+
+
 @pytest.fixture(scope="session")
-def app_url(checkpoints):
-    log_path = ARTIFACTS / "app.log"
-    log_path.unlink(missing_ok=True)  # running_app appends (a restarted app writes on in one log)
-    with running_app(log_path, DECODER_EXPLORER_MODEL_DIRS=str(checkpoints["marian"].parent)) as (url, _):
-        yield url
-    # A callback that failed on the server shows the user nothing useful: none may fail. Gradio
-    # logs its own refusals of out-of-range input as tracebacks too; only those that a test
-    # announced with ``expect_refusal`` (it sends them on purpose) are not failures.
-    failures = unexpected_tracebacks(log_path.read_text(), DELIBERATE_REFUSALS)
-    assert not failures, f"the app raised errors; see {log_path}: {failures}"
+def app_process(checkpoints):
+    """The app every browser test shares: (its URL, its process)."""
+    APP_LOG.unlink(missing_ok=True)  # running_app appends (a restarted app writes on in one log)
+    with running_app(APP_LOG, DECODER_EXPLORER_MODEL_DIRS=str(checkpoints["marian"].parent)) as started:
+        yield started
 
 
-DELIBERATE_REFUSALS: list[str] = []  # the exact messages the tests provoke, once per provocation
+@pytest.fixture(scope="session")
+def app_url(app_process):
+    return app_process[0]
 
 
-def expect_refusal(message: str) -> None:
-    """Announce that the next request a test sends is refused by Gradio with this message."""
-    DELIBERATE_REFUSALS.append(message)
+@pytest.fixture(autouse=True)
+def no_traceback_in_the_app_log(request):
+    """A traceback in the shared app's log is a bug, reported by the test during which it was
+    logged. A refusal (a bad value sent on purpose) is one line in the log, never a traceback."""
+    if "app_url" not in request.fixturenames:
+        yield
+        return
+    start = APP_LOG.stat().st_size if APP_LOG.exists() else 0
+    yield
+    with open(APP_LOG, "rb") as log:
+        log.seek(start)
+        failures = tracebacks(log.read().decode("utf-8", "replace"))
+    assert not failures, f"the app logged a traceback during this test (see {APP_LOG}): {failures}"
 
 
-def unexpected_tracebacks(log: str, expected: list[str]) -> list[str]:
-    """The last line of every traceback in the log that is not one of the announced refusals
-    (each announcement excuses one traceback)."""
-    excused = list(expected)
+def tracebacks(log: str) -> list[str]:
+    """The last line of every traceback in the log."""
     found = []
     for block in log.split("Traceback (most recent call last):")[1:]:
         last = next((line for line in block.splitlines() if re.match(r"^[\w.]+(Error|Exception)\b", line)), "")
-        match = next((m for m in excused if m in last), None)
-        if match is not None:
-            excused.remove(match)
-        else:
-            found.append(last or block[:200])
+        found.append(last or block[:200])
     return found
 
 

@@ -8,7 +8,7 @@ import pytest
 
 import explorer
 from explorer.ui.api import ENDPOINTS
-from tests.browser.conftest import expect_refusal
+from tests.browser.conftest import APP_LOG
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 TRANSLATOR = "en-de-numbers"
@@ -94,9 +94,26 @@ def test_generate_and_translate(client):
     ],
 )
 def test_bad_calls_say_what_to_do(client, endpoint, args, says):
+    """And the log says it in one line: a refusal is not a bug (the fixture fails on any traceback)."""
     from gradio_client.exceptions import AppError
 
-    expect_refusal(says)  # Gradio logs the refusal's traceback; the app fixture fails on any other
     with pytest.raises(AppError) as error:
         client.predict(*args, api_name=endpoint)
     assert says in str(error.value)
+    refusals = [line for line in APP_LOG.read_text().splitlines() if f"refused a call of {endpoint}:" in line]
+    assert refusals and says in refusals[-1]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [(("smollm2-135m-instruct", "hi", [], float("inf")), "temperature"),
+     (("smollm2-135m-instruct", "hi", [1.5]), "generated"),
+     (("smollm2-135m-instruct", "hi", [], 0.0, 0, 1.0, 2**40), "seed"),
+     (("smollm2-135m-instruct", "hi", [], 0.0, -3), "top_k")],
+)  # fmt: skip
+def test_steps_with_values_no_control_offers_are_refused_by_name(client, args, says):
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError, match=says):
+        client.predict(*args, api_name="/step")
+    assert client.predict("smollm2-135m-instruct", "The capital of France is", api_name="/step")["token_text"]
