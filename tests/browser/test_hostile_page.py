@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from explorer.analysis import snapshot
 from tests.browser.conftest import running_app, wait_ready
@@ -252,3 +254,33 @@ def test_a_class_at_a_fresh_server_whose_default_model_cannot_load(browser, chec
         context.close()
     text = log.read_text()
     assert "Traceback" not in text and "cannot import name" not in text
+
+
+# ---------------------------------------------------------------- fuzz: random kept sessions at the real server
+# What JSON can carry (a browser sends Infinity and NaN as null): every type, any nesting.
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+KEPT = {"model": SMOLLM2, "text": "The capital of France is", "generated": [12], "forced": []}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(changes=st.dictionaries(st.sampled_from(list(snapshot.Snapshot.__dataclass_fields__)), JSON, max_size=4))
+def test_fuzz_kept_sessions_at_the_server(app_url, changes):
+    """Each random kept session loads (restored, or refused with a warning and a new session); the
+    server logs no traceback (the fixture) and the same user can step afterwards."""
+    from tests.browser.load import SETTINGS, outputs_by_label
+    from tests.browser.page_client import PageClient
+
+    client = PageClient(app_url)
+    try:
+        loaded = client.predict(
+            SMOLLM2, "The capital of France is", *SETTINGS, {**KEPT, **changes}, api_name="/on_load"
+        )
+        assert outputs_by_label(client, "/on_load", loaded)["strip"]
+        stepped = client.predict("The capital of France is", *SETTINGS, api_name="/on_step")
+        assert outputs_by_label(client, "/on_step", stepped)["strip"]
+    finally:
+        client.close()
