@@ -14,11 +14,12 @@ everything waiting, steps it together, and hands each user its own result.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -26,9 +27,21 @@ from explorer.model import CacheBatch
 from explorer.session import GenerationSession, StepResult
 
 MAX_BATCH = 32
+log = logging.getLogger("decoder_explorer")
 
 
-def step_together(sessions: Sequence[GenerationSession]) -> list[StepResult | Exception]:
+@dataclass
+class BatchStats:
+    """What the batcher really ran: the size of each batched pass that succeeded, and how many
+    batched passes failed and fell back to stepping each session alone (a bug: see the log)."""
+
+    batches: list[int] = field(default_factory=list)
+    fell_back: int = 0
+
+
+def step_together(
+    sessions: Sequence[GenerationSession], stats: BatchStats | None = None
+) -> list[StepResult | Exception]:
     """Step each session once; returns each one's StepResult, or the error that stopped it."""
     results: list[StepResult | Exception | None] = [None] * len(sessions)
     groups: dict[tuple, list[int]] = {}
@@ -48,17 +61,23 @@ def step_together(sessions: Sequence[GenerationSession]) -> list[StepResult | Ex
         groups.setdefault(key, []).append(i)
     for members in groups.values():
         group = [sessions[i] for i in members]
-        for i, result in zip(members, _step_group(group), strict=True):
+        for i, result in zip(members, _step_group(group, stats), strict=True):
             results[i] = result
     return results
 
 
-def _step_group(group: list[GenerationSession]) -> list[StepResult | Exception]:
+def _step_group(group: list[GenerationSession], stats: BatchStats | None = None) -> list[StepResult | Exception]:
     if len(group) > 1:
         try:
-            return batched_step(group)
-        except Exception:  # the batch failed as a whole: each session steps alone
-            pass
+            results = batched_step(group)
+        except Exception:  # a bug in the batched pass: logged with its cause and counted, then each steps alone
+            log.exception("a batched step of %d sessions failed; each steps alone", len(group))
+            if stats is not None:
+                stats.fell_back += 1
+        else:
+            if stats is not None:
+                stats.batches.append(len(group))
+            return results
     return [_step_alone(session) for session in group]
 
 
@@ -123,7 +142,7 @@ class StepBatcher:
         self._waiting: list[_Request] = []
         self._ready = threading.Condition()
         self._worker: threading.Thread | None = None
-        self.batch_sizes: list[int] = []  # of every batch run, for benchmarks
+        self.stats = BatchStats()  # the batched passes that ran, and those that fell back (benchmarks, tests)
 
     def step(self, session: GenerationSession) -> StepResult:
         """Step ``session`` (in a batch with whoever else is waiting); raises its own error."""
@@ -148,9 +167,8 @@ class StepBatcher:
                 while not self._waiting:
                     self._ready.wait()
                 batch, self._waiting = self._waiting[: self.max_batch], self._waiting[self.max_batch :]
-            self.batch_sizes.append(len(batch))
             try:
-                results = step_together([request.session for request in batch])
+                results = step_together([request.session for request in batch], self.stats)
             except Exception as error:  # never leave a user waiting forever
                 results = [error] * len(batch)
             for request, result in zip(batch, results, strict=True):

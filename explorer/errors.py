@@ -5,8 +5,12 @@ is a bug: it reaches the log and the tests as an error, never as a friendly toas
 """
 
 
-class InputError(ValueError):
-    """Something the user typed or asked for cannot be done; the message says what to do."""
+class InputError(Exception):
+    """Something the user typed or asked for cannot be done; the message says what to do.
+
+    Not a ValueError (nor any built-in a library raises): an ``except ValueError`` meant for a
+    library's refusal must never catch a user's mistake, and a bug's ValueError must never reach a
+    user dressed as one of these."""
 
 
 def as_sentence(error: BaseException | str) -> str:

@@ -29,7 +29,7 @@ from explorer.loading import LoadedModel
 from explorer.model import ATTENTION, NOTHING, ContextWindowError, KVCache, Record, Trace
 from explorer.model.attention import attention_weights, causal_mask
 from explorer.model.cache import grown_capacity
-from explorer.model.taps import Intervention
+from explorer.model.taps import Intervention, flat_interventions
 from explorer.model.trace import residual_stream_names
 from explorer.sampling import SamplingSettings, choose_token
 from explorer.tokens import continuation_texts, piece_text, piece_texts
@@ -288,7 +288,7 @@ class GenerationSession:
         cap = max_positions or MAX_SESSION_POSITIONS
         self.max_positions = min(cap, self.config.max_positions)
         # What every pass of this session changes at the model's taps (a branch: with_interventions).
-        self.interventions = tuple(interventions)
+        self.interventions = flat_interventions(interventions)
         self.use_cache = use_cache and not self.needs_whole_passes
         self.cache: KVCache | None = None
         self.steps: list[StepResult] = []

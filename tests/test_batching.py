@@ -149,7 +149,7 @@ def test_the_batcher_serves_many_threads(family):
     for thread in threads:
         thread.join()
     assert not errors
-    assert max(batcher.batch_sizes) > 1  # users who wait at once share a pass
+    assert max(batcher.stats.batches) > 1 and batcher.stats.fell_back == 0  # users who wait at once share a pass
     for batched, single in zip(together, alone, strict=True):
         while len(single.token_ids) < len(batched.token_ids):
             single.step()
@@ -171,3 +171,25 @@ def test_what_a_batch_grows_stays_writable_by_a_step_alone(family):
     reference = explorer.GenerationSession(loaded, TEXTS[name][0])
     reference.replay(session.generated_ids)
     assert_same(session, reference)
+
+
+def test_a_batched_pass_that_fails_is_logged_counted_and_each_session_steps_alone(family, monkeypatch, caplog):
+    """Not swallowed (issue 27): the failure reaches the log with its traceback, the stats count a
+    fall-back and no batch, and every session still gets the step it would have had alone."""
+    from explorer import batching
+
+    name, loaded = family
+    together, alone = sessions_of(loaded, TEXTS[name][:2]), sessions_of(loaded, TEXTS[name][:2])
+
+    def broken(group):
+        raise RuntimeError("a bug in the batched pass")
+
+    monkeypatch.setattr(batching, "batched_step", broken)
+    stats = batching.BatchStats()
+    with caplog.at_level("ERROR", logger="decoder_explorer"):
+        results = step_together(together, stats)
+    assert stats.fell_back == 1 and stats.batches == []
+    failure = next(r for r in caplog.records if "batched step of 2 sessions failed" in r.getMessage())
+    assert failure.exc_info and "a bug in the batched pass" in str(failure.exc_info[1])
+    for result, single in zip(results, alone, strict=True):
+        assert result.token_id == single.step().token_id

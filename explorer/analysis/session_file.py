@@ -75,8 +75,6 @@ def open_archive(data: bytes) -> tuple[str, SavedArrays]:
             raise InputError(NOT_OURS)
         arrays = SavedArrays(archive, headers)
         description = arrays["description"].tobytes().decode("utf-8")
-    except InputError:
-        raise  # (a ValueError too) already says what is wrong
     except (
         ValueError,
         KeyError,

@@ -56,12 +56,12 @@ def read_hf_folder(folder: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
     try:
         hf_config = json.loads(config_file.read_text())
     except (OSError, ValueError) as error:
-        raise ModelLoadError(f"the config.json of {folder.name!r} cannot be read ({type(error).__name__})") from None
+        raise ModelLoadError(f"the config.json of {folder.name!r} cannot be read ({type(error).__name__})") from error
     state: dict[str, torch.Tensor] = {}
     for file in weight_files:
         try:
             state.update(load_file(file))
-        except Exception as error:  # safetensors raises its own error types for a damaged file
+        except (SafetensorError, OSError, ValueError) as error:  # a damaged or foreign file (not a MemoryError)
             raise ModelLoadError(f"{file.name} in {folder.name!r} is not a readable safetensors file") from error
     if not isinstance(hf_config, dict):
         raise ModelLoadError(f"the config.json of {folder.name!r} is not a JSON object")
@@ -75,7 +75,7 @@ def load_tokenizer(folder: Path, **kwargs):
             return auto_tokenizer.from_pretrained(str(folder), trust_remote_code=False, **kwargs)
     except Exception as error:
         # The exception's own text can hold absolute paths: only its kind is shown.
-        raise ModelLoadError(f"could not read the tokenizer of {folder.name!r} ({type(error).__name__})") from None
+        raise ModelLoadError(f"could not read the tokenizer of {folder.name!r} ({type(error).__name__})") from error
 
 
 def save_converted(folder: Path, config: ModelConfig, state: dict[str, torch.Tensor], tokenizer, source: dict) -> None:

@@ -175,6 +175,6 @@ def read_gguf(path: Path, progress: bool = True) -> tuple[ModelConfig, dict[str,
     try:
         reader = gguf.GGUFReader(str(path))
     except (ValueError, OSError, KeyError) as error:
-        raise ModelLoadError(f"{path.name} is not a readable GGUF file ({type(error).__name__})") from None
+        raise ModelLoadError(f"{path.name} is not a readable GGUF file ({type(error).__name__})") from error
     config = gguf_config(reader, path.name)
     return config, gguf_state(reader, config, progress)

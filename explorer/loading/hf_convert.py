@@ -8,6 +8,7 @@ so they are transposed and split; Llama and Marian use nn.Linear (out, in) alrea
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 
 import torch
@@ -15,6 +16,8 @@ import torch
 from explorer.model import ModelConfig
 
 from .errors import ModelLoadError
+
+log = logging.getLogger("decoder_explorer")
 
 ACTIVATION_NAMES = {
     "gelu": "gelu",
@@ -607,11 +610,25 @@ def convert(hf_config: dict, hf_state: dict[str, torch.Tensor]) -> tuple[ModelCo
         )
     make_config, rename = FAMILIES[family]
     try:
-        config = make_config(hf_config)
-    except (KeyError, TypeError, ValueError) as error:
-        problem = f"{type(error).__name__}: {error}"
-        raise ModelLoadError(f"this {family} config.json is incomplete or malformed ({problem})") from None
+        config = make_config(ConfigJson(hf_config))
+    except (TypeError, ValueError) as error:
+        # A value of the wrong kind ("n_layer": "twelve") cannot be told from a bug in the
+        # function that read it: the user hears the first, the log gets the traceback.
+        log.exception("reading a %s config.json failed: a malformed file, or a bug in %s", family, make_config.__name__)
+        raise ModelLoadError(f"this {family} config.json is malformed ({type(error).__name__}: {error})") from error
     return config, rename(hf_state, config)
+
+
+class MissingConfigField(ModelLoadError):
+    """A field a family's config.json must have is not there."""
+
+
+class ConfigJson(dict):
+    """A checkpoint's config.json: a missing field is the file's fault, said as such. (A KeyError
+    from anything else, a bug, stays a KeyError and reaches the log.)"""
+
+    def __missing__(self, key):
+        raise MissingConfigField(f"this {self.get('model_type')} config.json is incomplete: it has no {key!r}")
 
 
 def _first(value):

@@ -295,7 +295,7 @@ def load_model(name_or_path: str | Path, progress: bool = True) -> LoadedModel:
     try:
         model = model_from_state(config, state)
     except ValueError as error:  # the weights do not fit the config the checkpoint declares
-        raise ModelLoadError(f"{name} cannot be loaded: {error}") from None
+        raise ModelLoadError(f"{name} cannot be loaded: {error}") from error
     return LoadedModel(
         name=name, model=model, tokenizer=tokenizer, config=config, description=description, known_words=known_words
     )
@@ -311,8 +311,8 @@ def read_known_words(folder: Path) -> frozenset[str] | None:
         return None
     try:
         words = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise ModelLoadError(f"{folder.name}/{KNOWN_WORDS_FILE} is damaged; retrain or remove it") from None
+    except (OSError, ValueError) as error:
+        raise ModelLoadError(f"{folder.name}/{KNOWN_WORDS_FILE} is damaged; retrain or remove it") from error
     if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
         raise ModelLoadError(f"{folder.name}/{KNOWN_WORDS_FILE} must be a list of words")
     return frozenset(words)

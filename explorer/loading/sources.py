@@ -64,7 +64,7 @@ def hub_snapshot(repo_id: str) -> Path:
 
     try:  # a copy already in the local Hub cache works without a network
         return Path(snapshot_download(repo_id, allow_patterns=HUB_FILES, local_files_only=True))
-    except Exception:
+    except OSError:  # not in the cache (LocalEntryNotFoundError), or the cache unreadable: try the Hub
         pass
     if not hub_reachable():
         raise ModelUnavailableError(
@@ -73,5 +73,5 @@ def hub_snapshot(repo_id: str) -> Path:
         )
     try:
         return Path(snapshot_download(repo_id, allow_patterns=HUB_FILES))
-    except Exception as error:
-        raise ModelUnavailableError(f"could not download {repo_id!r} from the Hub: {type(error).__name__}") from None
+    except OSError as error:  # the Hub's refusals (gated, not found, rate-limited) and network failures
+        raise ModelUnavailableError(f"could not download {repo_id!r} from the Hub: {type(error).__name__}") from error

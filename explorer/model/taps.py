@@ -16,7 +16,7 @@ fused kernel.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -93,6 +93,20 @@ class Run:
         return x
 
 
+def flat_interventions(items) -> tuple[Intervention, ...]:
+    """What the experiment helpers return, in any mix: an Intervention (``ablate_sublayer``,
+    ``patch``), a list of them (``ablate_heads``), or lists of those, flattened in order.
+    Anything else is a TypeError that says what was expected."""
+    if isinstance(items, Intervention):
+        return (items,)
+    if isinstance(items, (str, bytes, dict)) or not isinstance(items, Iterable):
+        raise TypeError(
+            f"interventions must be Interventions (what ablate_heads, ablate_sublayer and patch return) "
+            f"or lists of them, not {type(items).__name__}"
+        )
+    return tuple(intervention for item in items for intervention in flat_interventions(item))
+
+
 _RUN: ContextVar[Run | None] = ContextVar("decoder_explorer_tap_run", default=None)
 
 
@@ -107,7 +121,7 @@ def tapping(trace: Trace, interventions: Sequence[Intervention] = (), start: int
         yield  # the fast path: no run, every tap is the identity
         return
     changes: dict[str, list[Intervention]] = {}
-    for intervention in interventions:
+    for intervention in flat_interventions(interventions):
         changes.setdefault(intervention.tap, []).append(intervention)
     token = _RUN.set(Run(trace, changes, start))
     try:

@@ -24,8 +24,9 @@ from .taps import Intervention, Tap, name_taps, tapping
 from .trace import NOTHING, Record, Trace
 
 
-class ContextWindowError(ValueError):
-    """More positions than the model was trained for."""
+class ContextWindowError(Exception):
+    """More positions than the model was trained for (the user's to fix: not a ValueError, which
+    a bug could raise too)."""
 
 
 @dataclass

@@ -92,8 +92,8 @@ def checked_view(session: GenerationSession, layer, head) -> tuple[int, str]:
     c = session.config
     try:
         layer_index = int(layer)
-    except (TypeError, ValueError, OverflowError):
-        raise InputError(f"the layer must be a whole number; choose 0 to {c.n_layers - 1}") from None
+    except (TypeError, ValueError, OverflowError) as error:
+        raise InputError(f"the layer must be a whole number; choose 0 to {c.n_layers - 1}") from error
     session.check_layer(layer_index)
     head_choice = str(head)
     if head_choice != MEAN and not (head_choice.isdigit() and int(head_choice) < c.n_heads):

@@ -1,0 +1,91 @@
+"""Errors that cannot hide bugs (issue 27, step 5): a user's mistake is not a ValueError, and no
+broad catch turns a bug into a friendly message without the bug reaching the log."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+import explorer
+from explorer.errors import InputError
+from explorer.loading import ModelLoadError, hf_convert, sources
+from explorer.loading import checkpoints as checkpoint_files
+from explorer.model import ContextWindowError
+
+
+def test_user_errors_are_not_a_builtin_a_library_raises():
+    for error in (InputError, ContextWindowError, ModelLoadError):
+        assert not issubclass(error, (ValueError, TypeError, KeyError)), error
+    with pytest.raises(InputError):  # and `except ValueError` no longer swallows one
+        try:
+            raise InputError("Shorten the text.")
+        except ValueError:
+            pytest.fail("a ValueError handler caught a user's mistake")
+
+
+def test_a_missing_config_field_is_the_files_fault_and_says_which(checkpoints):
+    config = {"model_type": "gpt2", "vocab_size": 10, "n_layer": 1, "n_head": 1, "n_positions": 8}  # no n_embd
+    with pytest.raises(hf_convert.MissingConfigField, match="has no 'n_embd'"):
+        hf_convert.convert(config, {})
+
+
+def test_a_bug_in_a_config_function_reaches_the_log_as_a_bug(monkeypatch, caplog):
+    """A KeyError of the function's own propagates; a TypeError is told to the user as a
+    malformed file (it cannot be told apart) and logged with its traceback."""
+
+    def looks_up_a_wrong_table(hf):
+        return {}["a key the code got wrong"]
+
+    monkeypatch.setitem(hf_convert.FAMILIES, "gpt2", (looks_up_a_wrong_table, None))
+    with pytest.raises(KeyError, match="a key the code got wrong"):
+        hf_convert.convert({"model_type": "gpt2"}, {})
+
+    def adds_a_string(hf):
+        return hf["n_embd"] + "px"
+
+    monkeypatch.setitem(hf_convert.FAMILIES, "gpt2", (adds_a_string, None))
+    with caplog.at_level(logging.ERROR, logger="decoder_explorer"), pytest.raises(ModelLoadError) as error:
+        hf_convert.convert({"model_type": "gpt2", "n_embd": 64}, {})
+    assert isinstance(error.value.__cause__, TypeError)
+    logged = next(r for r in caplog.records if "bug in adds_a_string" in r.getMessage())
+    assert logged.exc_info and isinstance(logged.exc_info[1], TypeError)
+
+
+def test_a_memory_error_reading_weights_is_not_called_a_damaged_file(checkpoints, monkeypatch):
+    def out_of_memory(path):
+        raise MemoryError
+
+    monkeypatch.setattr(checkpoint_files, "load_file", out_of_memory)
+    with pytest.raises(MemoryError):
+        checkpoint_files.read_hf_folder(checkpoints["gpt2"])
+
+
+def test_a_bug_in_the_offline_hub_look_up_is_not_called_a_missing_network(monkeypatch):
+    import huggingface_hub
+
+    def broken(*args, **kwargs):
+        raise TypeError("snapshot_download() got an unexpected keyword argument")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", broken)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        sources.hub_snapshot("owner/name")
+
+
+def test_the_experiment_helpers_compose_in_any_mix(checkpoints):
+    """ablate_heads returns a list, ablate_sublayer and patch one intervention: any mix works;
+    anything else is a TypeError that says what was expected."""
+    loaded = explorer.load_model(str(checkpoints["gpt2"]))
+    text = "the cat sat on the mat"
+    other = explorer.GenerationSession(loaded, "the dog sat on the mat")
+    heads, sublayer = explorer.ablate_heads({1: [0]}), explorer.ablate_sublayer(0, "mlp")
+    patched = explorer.patch("decoder.1.resid_after_ffn", [1], other)
+    mixed = [heads, sublayer, patched]  # a list, an Intervention, an Intervention
+    session = explorer.GenerationSession(loaded, text, interventions=mixed)
+    assert session.interventions == (*heads, sublayer, patched)
+    flat = explorer.GenerationSession(loaded, text, interventions=[*heads, sublayer, patched])
+    assert torch.equal(session.full_pass().logits, flat.full_pass().logits)
+    for wrong in ("decoder.0.mlp", [{"tap": "decoder.0.mlp"}], 3):
+        with pytest.raises(TypeError, match="interventions must be Interventions"):
+            explorer.GenerationSession(loaded, text, interventions=wrong)
