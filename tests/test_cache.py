@@ -176,15 +176,15 @@ def test_attention_on_demand_equals_the_full_pass_after_undo_force_and_cache_swi
 def test_steps_run_the_fused_kernel_and_never_materialise_probabilities(checkpoints, monkeypatch):
     """Attention on demand: the session's passes (the prefill, cached and uncached steps) keep
     queries and keys and take PyTorch's fused kernel; the probabilities exist only when asked."""
-    from explorer.model import attention
+    from explorer.model import attention, attention_kernels
 
     fused, explicit = [], []
-    original = attention.F.scaled_dot_product_attention
+    original = attention_kernels.F.scaled_dot_product_attention
     monkeypatch.setattr(
-        attention.F, "scaled_dot_product_attention", lambda *a, **k: fused.append(1) or original(*a, **k)
+        attention_kernels.F, "scaled_dot_product_attention", lambda *a, **k: fused.append(1) or original(*a, **k)
     )
-    original_eager = attention.eager_attention
-    monkeypatch.setattr(attention, "eager_attention", lambda *a, **k: explicit.append(1) or original_eager(*a, **k))
+    original_eager = attention.attention
+    monkeypatch.setattr(attention, "attention", lambda *a, **k: explicit.append(1) or original_eager(*a, **k))
     loaded = explorer.load_model(str(checkpoints["llama"]))
     session = explorer.GenerationSession(loaded, PROMPTS["llama"])
     session.step()

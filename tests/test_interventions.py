@@ -146,9 +146,9 @@ def test_nothing_recorded_or_changed_runs_no_tap_and_the_fused_kernel(loaded, mo
     from explorer.model import attention
 
     visits, eager = [], []
-    original_visit, original_eager = taps.Run.visit, attention.eager_attention
+    original_visit, original_eager = taps.Run.visit, attention.attention
     monkeypatch.setattr(taps.Run, "visit", lambda self, tap, x: visits.append(tap.name) or original_visit(self, tap, x))
-    monkeypatch.setattr(attention, "eager_attention", lambda *a, **k: eager.append(1) or original_eager(*a, **k))
+    monkeypatch.setattr(attention, "attention", lambda *a, **k: eager.append(1) or original_eager(*a, **k))
     ids = ids_of(loaded)
     run(loaded, ids)
     assert not visits and not eager  # no run at all: every tap is the identity

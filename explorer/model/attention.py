@@ -1,17 +1,14 @@
-"""Multi-head attention: one module for causal self-attention and for cross-attention.
+"""Attention, as the formula reads: softmax(q kᵀ · scale + bias, masked) v.
 
-The two differ only in where keys and values come from. Self-attention projects them
-from the same sequence as the queries and hides the future with a causal mask;
-cross-attention projects them from the encoder output (the "memory") and masks nothing,
-because the whole source sentence is known before decoding starts.
+``attention`` below is the whole of it, one line per step of the formula. Everything else in
+this file is where q, k and v come from (``MultiHeadAttention``: projections, rotary positions,
+the cache) and which keys a query may see (``causal_mask``). A pass that neither keeps nor
+changes the scores or probabilities runs a faster path (``attention_kernels``: PyTorch's fused
+kernel, batched rows, sliding windows); the tests check each equals ``attention``.
 
-Keys and values are made by ``project_kv`` and passed to ``forward`` as a ``LayerKV``,
-so the same ``forward`` serves a whole-sequence pass (keys of every position) and a
-cached step (keys from the cache plus the one new position).
-
-The attention itself is ``eager_attention``: softmax(q kᵀ/√d + mask) v, written out. A pass
-that neither keeps nor changes the scores or probabilities runs PyTorch's fused kernel
-instead, which computes the same without ever materialising the (queries x keys) matrix.
+Self-attention and cross-attention differ only in where the keys and values come from: the same
+sequence as the queries, with the future masked; or the encoder's output (the "memory"), with
+nothing masked, because the whole source is known before decoding starts.
 """
 
 from __future__ import annotations
@@ -19,15 +16,45 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from . import attention_kernels
 from .batch import RowsKV
 from .cache import LayerKV
 from .config import ModelConfig
 from .norms import RMSNorm
 from .positions import rotate
 from .taps import Tap, current_run
+
+
+def attention(
+    q: torch.Tensor,  # (B, heads, Tq, hd)
+    k: torch.Tensor,  # (B, kv_heads, Tk, hd)
+    v: torch.Tensor | None,  # (B, kv_heads, Tk, hd); None: the probabilities alone
+    mask: torch.Tensor | None = None,  # (Tq, Tk), True where a query may look
+    scale: float | None = None,  # 1/√hd unless the model says otherwise
+    bias: torch.Tensor | None = None,  # (1 or B, heads, Tq, Tk): T5's relative positions
+    tap_scores: Callable[[torch.Tensor], torch.Tensor] = lambda scores: scores,
+    tap_probs: Callable[[torch.Tensor], torch.Tensor] = lambda probs: probs,
+) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """Each head's output (B, heads, Tq, hd) and the probabilities (B, heads, Tq, Tk)."""
+    k, v = repeat_kv(k, q.shape[1]), repeat_kv(v, q.shape[1])  # (B, heads, Tk, hd): GQA heads share k, v
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    scores = (q @ k.transpose(-2, -1)) * scale  # (B, heads, Tq, Tk)
+    if bias is not None:
+        scores = scores + bias
+    if mask is not None:  # before the softmax: exp(-inf) = 0, the hidden keys get exactly zero weight
+        scores = scores.masked_fill(~mask, float("-inf"))
+    probs = tap_probs(tap_scores(scores).softmax(dim=-1))  # (B, heads, Tq, Tk): each row sums to 1
+    return (None if v is None else probs @ v), probs  # (B, heads, Tq, hd): the values, weighted
+
+
+def repeat_kv(x: torch.Tensor | None, n_heads: int) -> torch.Tensor | None:
+    """(B, kv_heads, T, hd) -> (B, n_heads, T, hd): grouped-query attention gives each key/value
+    head to n_heads / kv_heads query heads in a row (query heads 0-2 read kv head 0, ...)."""
+    if x is None or x.shape[1] == n_heads:
+        return x
+    return x.repeat_interleave(n_heads // x.shape[1], dim=1)
 
 
 def causal_mask(
@@ -52,75 +79,13 @@ def causal_mask(
     return mask
 
 
-def attention_scores(
-    q: torch.Tensor,
-    keys: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    scale: float | None = None,
-    bias: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """q kᵀ / √d, with -inf where the mask hides a key: (B, heads, Tq, Tk), before softmax.
-
-    q is (B, heads, Tq, hd); keys are (B, kv_heads, Tk, hd), with kv_heads dividing heads
-    (grouped-query attention: query heads g*share .. g*share+share-1 all read key head g);
-    mask is (Tq, Tk), True where a query may look; ``scale`` replaces 1/√d (ModelConfig.score_scale);
-    ``bias`` (1 or B, heads, Tq, Tk) is added to the scores (T5's relative positions).
-    """
-    batch, n_heads, n_queries, hd = q.shape
-    n_kv_heads = keys.shape[1]
-    # Stack the queries of the heads that share a key head on the query axis: no key copies.
-    q_grouped = q.reshape(batch, n_kv_heads, (n_heads // n_kv_heads) * n_queries, hd)  # (B, kv, share*Tq, hd)
-    scale = hd**-0.5 if scale is None else scale
-    scores = (q_grouped @ keys.transpose(-2, -1)) * scale  # (B, kv, share*Tq, Tk)
-    scores = scores.view(batch, n_heads, n_queries, -1)  # (B, heads, Tq, Tk)
-    if bias is not None:
-        scores = scores + bias
-    if mask is not None:
-        # The mask goes on the scores, before softmax: exp(-inf) = 0, so the future gets
-        # exactly zero weight and every row still sums to one.
-        scores = scores.masked_fill(~mask, float("-inf"))
-    return scores
-
-
 def attention_weights(
-    q: torch.Tensor,
-    keys: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    scale: float | None = None,
+    q: torch.Tensor, keys: torch.Tensor, mask: torch.Tensor | None = None, scale: float | None = None,
     bias: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """softmax(q kᵀ / √d + mask): (B, heads, Tq, Tk) probabilities, every row summing to one.
-
-    The session computes a layer's attention here when a view asks for it (from the queries and
-    keys the model used).
-    """
-    return attention_scores(q, keys, mask, scale, bias).softmax(dim=-1)
-
-
-def _unchanged(x: torch.Tensor) -> torch.Tensor:
-    return x
-
-
-def eager_attention(
-    q: torch.Tensor,  # (B, heads, Tq, hd)
-    keys: torch.Tensor,  # (B, kv_heads, Tk, hd)
-    values: torch.Tensor,  # (B, kv_heads, Tk, hd)
-    mask: torch.Tensor | None = None,  # (Tq, Tk), True where a query may look
-    tap_scores: Callable[[torch.Tensor], torch.Tensor] = _unchanged,
-    tap_probs: Callable[[torch.Tensor], torch.Tensor] = _unchanged,
-    scale: float | None = None,
-    bias: torch.Tensor | None = None,  # (1, heads, Tq, Tk), added to the scores
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """softmax(q kᵀ/√d + mask) v. Returns each head's output (B, heads, Tq, hd) and the
-    probabilities (B, heads, Tq, Tk); the scores and probabilities pass through the given taps."""
-    batch, n_heads, n_queries, hd = q.shape
-    n_kv_heads = keys.shape[1]
-    scores = tap_scores(attention_scores(q, keys, mask, scale, bias))  # (B, heads, Tq, Tk)
-    probs = tap_probs(scores.softmax(dim=-1))
-    # A key/value head serves n_heads / n_kv_heads query heads: their rows share one product.
-    grouped = probs.reshape(batch, n_kv_heads, (n_heads // n_kv_heads) * n_queries, -1)  # (B, kv, share*Tq, Tk)
-    z = (grouped @ values).view(batch, n_heads, n_queries, hd)  # (B, heads, Tq, hd)
-    return z, probs
+) -> torch.Tensor:  # fmt: skip
+    """The probabilities alone, (B, heads, Tq, Tk): what the session computes when a view asks
+    for a layer's attention (from the queries and keys the model used)."""
+    return attention(q, keys, None, mask, scale, bias)[1]
 
 
 class MultiHeadAttention(nn.Module):
@@ -129,7 +94,6 @@ class MultiHeadAttention(nn.Module):
         d, hd = config.d_model, config.head_dim
         self.n_heads, self.n_kv_heads, self.head_dim = config.n_heads, config.n_kv_heads, hd
         self.window, self.scale = window, config.score_scale  # window: a sliding layer's reach (causal only)
-        self.share = config.queries_per_kv_head  # query heads per key/value head
         self.q_proj = nn.Linear(d, config.n_heads * hd, bias=config.qkv_bias)
         self.k_proj = nn.Linear(d, config.n_kv_heads * hd, bias=config.qkv_bias)
         self.v_proj = nn.Linear(d, config.n_kv_heads * hd, bias=config.qkv_bias)
@@ -186,16 +150,10 @@ class MultiHeadAttention(nn.Module):
         q, keys, values = self.q(q), self.k(kv.keys), self.v(kv.values)
         mask = self._mask(n_queries, kv.length, x_q.device) if causal else None  # (Tq, Tk)
         run = current_run()
-        if run is not None and (run.touches(self.scores) or run.touches(self.probs)):
-            z, _ = eager_attention(q, keys, values, mask, self.scores, self.probs, self.scale, bias)
-        else:  # PyTorch's fused kernel: the same numbers, no (Tq x Tk) matrix in memory
-            if n_queries == 1 and mask is not None:  # a cached step of a sliding layer: its last keys only
-                keys, values, mask = keys[:, :, -self.window :], values[:, :, -self.window :], None
-            if bias is not None:  # a float mask is added to the scores: the bias, -inf where hidden
-                mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
-            z = F.scaled_dot_product_attention(
-                q, keys, values, attn_mask=mask, scale=self.scale, enable_gqa=self.share > 1
-            )  # fmt: skip
+        if run is not None and (run.touches(self.scores) or run.touches(self.probs)):  # the formula, written out
+            z, _ = attention(q, keys, values, mask, self.scale, bias, self.scores, self.probs)
+        else:  # the same numbers, no (Tq x Tk) matrix in memory
+            z = attention_kernels.fused(q, keys, values, mask, self.scale, bias, self.window)
         z = self.z(z)  # (B, heads, Tq, hd)
         return self.out(self.o_proj(z.transpose(1, 2).reshape(batch, n_queries, self.n_heads * self.head_dim)))
 
@@ -206,23 +164,13 @@ class MultiHeadAttention(nn.Module):
         return causal_mask(n_queries, n_keys, device, window=self.window)
 
     def _attend_rows(self, q: torch.Tensor, kv: RowsKV) -> torch.Tensor:
-        """One new query per row (B, heads, 1, hd), row b over its own keys: the fused kernel a
-        step alone takes, row by row. The k and v taps see this step's new keys and values only
-        (the caches differ in length); scores and probabilities are not made here."""
+        """One new query per row (B, heads, 1, hd), row b over its own keys (``attention_kernels.rows``).
+        The k and v taps see this step's new keys and values only (the caches differ in length);
+        scores and probabilities are not made here."""
         run = current_run()
         if run is not None and (run.touches(self.scores) or run.touches(self.probs)):
             raise ValueError("a batched step keeps queries and keys; a pass that needs probabilities runs alone")
-        if q.shape[2] != 1:
-            raise ValueError("a batched step adds one token per row")
         if kv.new_keys is not None:  # self-attention: what this step adds to each cache
             self.k(kv.new_keys)
             self.v(kv.new_values)
-        reach = slice(-self.window, None) if self.window else slice(None)  # a sliding layer's last keys
-        rows = [
-            F.scaled_dot_product_attention(
-                q[b : b + 1], row.keys[:, :, reach], row.values[:, :, reach], scale=self.scale,
-                enable_gqa=self.share > 1,
-            )
-            for b, row in enumerate(kv.rows)
-        ]  # fmt: skip
-        return torch.cat(rows)
+        return attention_kernels.rows(q, kv.rows, self.scale, self.window)

@@ -110,7 +110,9 @@ scores grow); without it every row is computed again. The KV cache stores a key 
 vector per layer, key/value head and position; grouped-query attention shares them among
 query heads, which is how small models keep the cache small. A T5 model has no position
 vectors at all: each head adds a learned amount to a score for each distance between query and
-key, the same beyond a maximum distance (with a T5 model, a chart on this tab shows it)."""
+key, the same beyond a maximum distance (with a T5 model, a chart on this tab shows it).
+The attention formula itself, as code: the first function of `explorer/model/attention.py`,
+one line per step (scores, bias, mask, softmax, the weighted values)."""
 
 SAVE_AND_SHARE = """Figures download from the camera button that appears when you hover over them.
 A saved session (.npz) holds the input, settings, tokens and attention; open it to

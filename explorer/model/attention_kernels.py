@@ -1,0 +1,46 @@
+"""Faster ways to compute ``attention.attention`` when nobody looks at the scores: the same
+numbers (the tests check each against the written-out formula), without the (Tq x Tk) matrix.
+
+- ``fused``: PyTorch's fused kernel (``scaled_dot_product_attention``), grouped-query heads
+  read in place, T5's bias and the mask as one float mask, a cached step of a sliding layer
+  reading only its window.
+- ``rows``: a batch whose rows are different sessions' steps, each over its own cache
+  (``batch.RowsKV``), the fused kernel row by row.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .cache import LayerKV
+
+
+def fused(
+    q: torch.Tensor,  # (B, heads, Tq, hd)
+    keys: torch.Tensor,  # (B, kv_heads, Tk, hd)
+    values: torch.Tensor,  # (B, kv_heads, Tk, hd)
+    mask: torch.Tensor | None,  # (Tq, Tk), True where a query may look
+    scale: float | None,
+    bias: torch.Tensor | None = None,  # (1 or B, heads, Tq, Tk)
+    window: int | None = None,  # a sliding layer's reach
+) -> torch.Tensor:
+    """(B, heads, Tq, hd): ``attention(q, keys, values, mask, scale, bias)[0]``."""
+    if q.shape[2] == 1 and mask is not None and window is not None:  # a cached step of a sliding layer
+        keys, values, mask = keys[:, :, -window:], values[:, :, -window:], None  # its last keys only
+    if bias is not None:  # a float mask is added to the scores: the bias, -inf where hidden
+        mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
+    grouped = q.shape[1] != keys.shape[1]
+    return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale, enable_gqa=grouped)
+
+
+def rows(q: torch.Tensor, kv_rows: list[LayerKV], scale: float | None, window: int | None = None) -> torch.Tensor:
+    """(B, heads, 1, hd): row b's one new query (q[b]) over row b's own keys and values."""
+    if q.shape[2] != 1:
+        raise ValueError("a batched step adds one token per row")
+    reach = slice(-window, None) if window else slice(None)  # a sliding layer's last keys
+    out = [
+        fused(q[b : b + 1], row.keys[:, :, reach], row.values[:, :, reach], None, scale)
+        for b, row in enumerate(kv_rows)
+    ]
+    return torch.cat(out)
