@@ -5,4 +5,4 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh --dev
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+exec .venv/bin/python -m pytest -q -p no:cacheprovider --durations=20 "$@"
