@@ -39,6 +39,7 @@ class LessonAt:
     posed: lessons.Posed
     model_name: str  # the model the question was posed on
     session: object  # the session the step put on screen (a GenerationSession)
+    set_up_tokens: int  # how many tokens that session had then (more: the user stepped on)
     before: snapshot.Snapshot | None = None  # the user's session the lesson replaced
 
 
@@ -74,7 +75,7 @@ def set_up(request: gr.Request, st: ExplorerState | None, number: int, index: in
     before = kept_work(st)
     out = show_session(request, st, name, session, view)
     st = out["state"]
-    st.lesson = LessonAt(number, index, posed, name, session, before)
+    st.lesson = LessonAt(number, index, posed, name, session, len(session.token_ids), before)
     switched_off = SwitchedOff(posed.switched_off)  # each step sets up the whole view: none but its own
     if switched_off != st.switched_off:
         st.switched_off = switched_off
@@ -97,8 +98,8 @@ def kept_work(st: ExplorerState | None) -> snapshot.Snapshot | None:
     if st is None or st.session is None:
         return None
     at = st.lesson
-    if at is not None and st.session is at.session and not st.session.generated_ids[len(at.session.generated_ids) :]:
-        return at.before  # still the lesson's own session: what it replaced stays what to go back to
+    if at is not None and st.session is at.session and len(st.session.token_ids) == at.set_up_tokens:
+        return at.before  # still the lesson's own session as set up: what it replaced stays what to go back to
     return current_snapshot(st)
 
 

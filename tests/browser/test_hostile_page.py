@@ -159,6 +159,9 @@ def test_a_lesson_keeps_your_text_one_click_away(page):
     work = own_work(page, "Once upon a time", 3)
     open_lesson(page, 1)
     assert page.input_value("#prompt textarea") != "Once upon a time"
+    page.click("#lesson-next")  # a lesson's next step replaces only the lesson's own session
+    page.wait_for_function("() => document.querySelector('#lesson-text').innerText.includes('Lesson 1, step 2')")
+    idle(page)
     page.click("#lesson-back")
     page.wait_for_function("() => document.querySelector('#prompt textarea').value === 'Once upon a time'")
     idle(page)
