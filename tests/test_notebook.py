@@ -28,12 +28,40 @@ def translated(checkpoints):
     return stepped(checkpoints["marian"], "twenty one and two", steps=6)
 
 
+def app_views():
+    """What the page draws for each view, listed here apart from notebook.VIEWS (issue 28)."""
+    from explorer.ui import insights, views
+    from explorer.viz import head_grid
+
+    return {
+        "self-attention": views.self_attention_figure, "cross-attention": views.cross_attention_figure,
+        "encoder-attention": views.encoder_attention_figure, "every-layer": views.every_layer_figure,
+        "logit-lens": insights.lens_figure, "head-roles": insights.roles_image, "kv-cache": views.timing_figure,
+        "heads": lambda state: head_grid(state.session.self_attention(state.layer), causal=True),
+    }  # fmt: skip
+
+
 @pytest.mark.parametrize("view", list(notebook.VIEWS))
-def test_every_view_is_a_figure_or_an_image(translated, view):
+def test_every_view_is_what_the_page_draws(translated, view):
+    """The notebook's figure (or image) equals the app's own view of the same session and choice."""
+    from explorer.ui.views import ExplorerState
+
+    assert set(notebook.VIEWS) == set(app_views())
     shown = notebook.show(translated, view, layer=1, head=2)
-    assert isinstance(shown, go.Figure | Image.Image)
-    if isinstance(shown, go.Figure):
-        assert shown.layout.title.text or shown.data  # a figure of something
+    state = ExplorerState("tiny", session=translated, layer=1, head="2")
+    page = app_views()[view](state)
+    if isinstance(shown, Image.Image):
+        assert np.array_equal(np.asarray(shown), np.asarray(page))
+    else:
+        assert shown.to_dict() == go.Figure(page).to_dict()
+        assert shown.layout.title.text  # a figure of something, named
+
+
+def test_the_kv_cache_figure_is_the_sessions_timings(translated):
+    figure = notebook.show(translated, "kv-cache")
+    (line,) = [t for t in figure.data if t.name == "cache on"]
+    assert list(line.x) == [t.position for t in translated.timings]
+    assert list(line.y) == pytest.approx([t.elapsed_ms for t in translated.timings])
 
 
 def test_the_self_attention_figure_is_the_sessions_attention(translated):
