@@ -131,21 +131,27 @@ SHORTCUTS = """
     if (next !== at) all[next].click();
   };
   document.addEventListener('keydown', e => {
-    if (typing(e) || e.ctrlKey || e.metaKey || e.altKey || e.repeat) return;
     const act = {s: () => press('step'), u: () => press('undo'), ArrowLeft: () => moveQuery(-1),
                  ArrowRight: () => moveQuery(1)}[e.key];
-    if (act) { e.preventDefault(); act(); }
+    if (!act) return;
+    if (typing(e) || e.ctrlKey || e.metaKey || e.altKey || e.repeat) {
+      // Left to the text box or the browser; counted, so that a test can see it was decided.
+      document.body.dataset.shortcutsLeftAlone = Number(document.body.dataset.shortcutsLeftAlone || 0) + 1;
+      return;
+    }
+    e.preventDefault();
+    act();
   });
 }
 """
 
-# Presenter mode on or off: the body's class (CSS above); a resize event redraws the heatmaps
-# (explorer/ui/heatmap.js enlarges their text while the class is set).
 # After Check: the feedback scrolled into sight (only as far as needed), once it has been drawn.
 SHOW_FEEDBACK = """
 () => { requestAnimationFrame(() => document.getElementById('lesson-feedback')
           ?.scrollIntoView({block: 'nearest', behavior: 'instant'})); return []; }
 """
+# Presenter mode on or off: the body's class (CSS above); a resize event redraws the heatmaps
+# (explorer/ui/heatmap.js enlarges their text while the class is set).
 PRESENTER_SCRIPT = """
 (on) => { document.body.classList.toggle('presenter', on); window.dispatchEvent(new Event('resize')); return []; }
 """

@@ -43,6 +43,10 @@ def test_keys_step_undo_and_move_the_query_but_not_while_typing(page):
     page.keyboard.press("s")
     page.keyboard.press("u")
     assert box.input_value() == PROMPT + "su"
-    page.wait_for_timeout(500)
+    page.evaluate("() => document.activeElement.blur()")  # out of the box: the keys act again...
+    page.keyboard.press("Control+u")  # ...but not with Ctrl, Alt or Cmd (the browser's own shortcuts)
+    page.keyboard.press("Alt+ArrowLeft")
+    # The page counts every shortcut key it leaves alone: waited for, instead of a pause.
+    page.wait_for_function("() => Number(document.body.dataset.shortcutsLeftAlone) === 4")
     idle(page)
     assert len(tokens(page)) == n and query_index(page) == n - 2  # nothing stepped, undone or moved
