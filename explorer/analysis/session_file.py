@@ -21,12 +21,12 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 
 from explorer.errors import InputError
+from explorer.session import MAX_SESSION_POSITIONS as MAX_POSITIONS  # no saved sequence is longer
 
 NOT_OURS = "This file is not a session saved by Decoder Explorer (save one with “Save session”)."
 MAX_ENTRIES = 1000  # token ids, source ids, and at most three attention arrays per layer
 MAX_DIRECTORY_BYTES = 1 << 20
 MAX_DESCRIPTION_BYTES = 2 << 20  # a 100,000-character text in UTF-8, and 1,024 token ids
-MAX_POSITIONS = 1024  # GenerationSession's cap: no saved sequence is longer
 ENTRY = re.compile(r"(description|token_ids|source_ids|(self|cross|encoder)_attention\.\d{1,4})\.npy")
 DTYPES = {"description": np.uint8, "token_ids": np.int64, "source_ids": np.int64}  # attention: float16
 HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
