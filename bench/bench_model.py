@@ -86,7 +86,7 @@ def long_session(loaded, prompt_tokens: int = 650, positions: int = 1024) -> dic
     start = time.perf_counter()
     session.self_attention(loaded.config.n_layers - 1)  # one layer's (heads, T, T), as a view asks for it
     view_ms = (time.perf_counter() - start) * 1000
-    kept = session.self_inputs.nbytes
+    kept = session.attention.self_inputs.nbytes
     return {"prefill_s": prefill_s, "view_ms": view_ms, "positions": len(session.token_ids),
             "cache_mb": session.cache_bytes / 2**20, "attention_inputs_mb": kept / 2**20,
             "resident_growth_mb": resident_mb() - before}  # fmt: skip

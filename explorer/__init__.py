@@ -7,13 +7,14 @@
 >>> session.self_attention(layer=0).shape  # (heads, T, T)
 """
 
-from explorer.experiments import Intervention, ablate_heads, ablate_sublayer, patch
+from explorer.analysis.cache_modes import CacheComparison, compare_cache_modes
+from explorer.experiments import Intervention, ablate_heads, ablate_sublayer, patch, tap_values
 from explorer.loading import LoadedModel, ModelEntry, ModelLoadError, list_models, load_model
 from explorer.model import ContextWindowError
 from explorer.session import GenerationSession, InputError, SessionFinished, StepResult
 
 __all__ = [
-    "ContextWindowError", "GenerationSession", "InputError", "Intervention", "LoadedModel", "ModelEntry",
-    "ModelLoadError", "SessionFinished", "StepResult", "ablate_heads", "ablate_sublayer", "list_models", "load_model",
-    "patch",
+    "CacheComparison", "ContextWindowError", "GenerationSession", "InputError", "Intervention", "LoadedModel",
+    "ModelEntry", "ModelLoadError", "SessionFinished", "StepResult", "ablate_heads", "ablate_sublayer",
+    "compare_cache_modes", "list_models", "load_model", "patch", "tap_values",
 ]  # fmt: skip

@@ -16,15 +16,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-import torch
-
-from explorer.model import CacheBatch
-from explorer.session import GenerationSession, StepResult
+from explorer.session import GenerationSession, Step, StepResult, run_together
 
 MAX_BATCH = 32
 log = logging.getLogger("decoder_explorer")
@@ -53,7 +49,7 @@ def step_together(
             results[i] = error
             continue
         # A session asked for twice steps twice, the second time alone (a batch holds a cache once).
-        if session.can_join_batch and id(session) not in batched:
+        if can_join_batch(session) and id(session) not in batched:
             batched.add(id(session))
             key = (id(session.loaded), session.record)
         else:
@@ -64,6 +60,14 @@ def step_together(
         for i, result in zip(members, _step_group(group, stats), strict=True):
             results[i] = result
     return results
+
+
+def can_join_batch(session: GenerationSession) -> bool:
+    """Whether the session's next step may run in a batch with other sessions': a cached one-token
+    step, under no intervention, of a model without relative positions (each row of a batch would
+    need its own bias: T5 steps alone)."""
+    relative = session.config.positions == "relative"
+    return session.use_cache and session.cache is not None and not session.interventions and not relative
 
 
 def _step_group(group: list[GenerationSession], stats: BatchStats | None = None) -> list[StepResult | Exception]:
@@ -90,38 +94,17 @@ def _step_alone(session: GenerationSession) -> StepResult | Exception:
 
 def batched_step(group: list[GenerationSession]) -> list[StepResult]:
     """One pass for every session of ``group`` (same model and record, cached, past the prefill):
-    row b is session b's chosen token. Leaves every session as it was if the pass fails."""
-    model = group[0].model
-    tokens = [session.next_choice() for session in group]
-    lengths = [len(session.token_ids) for session in group]
-    cached = [session.cache.length for session in group]
-    tops = [session.begin_append(token) for session, token in zip(group, tokens, strict=True)]
-    ids = torch.tensor([[token] for token in tokens], device=group[0].model_device)  # (B, 1)
-    record = group[0].step_record(1)
-    cache = CacheBatch([session.cache for session in group])
-    start = time.perf_counter()
+    each begins its own step (choosing its token), and the steps run together. Leaves every
+    session as it was if the pass fails."""
+    steps: list[Step] = []
     try:
-        # Only the pass runs in inference mode, as a step alone does: what the sessions keep
-        # (grown outside it) must stay writable by their later steps, batched or not.
-        with torch.inference_mode():
-            if group[0].is_encoder_decoder:  # the sources were read at each session's prefill
-                output = model(ids, None, cache=cache, record=record, last_only=True)
-            else:
-                output = model(ids, cache=cache, record=record, last_only=True)
-    except Exception:
-        for session, length, kept in zip(group, lengths, cached, strict=True):  # undo what the pass began
-            del session.token_ids[length:]
-            session.cache.truncate(kept)
+        for session in group:
+            steps.append(Step(session))
+    except BaseException:
+        for step in steps:
+            step.rollback()
         raise
-    if ids.is_cuda:
-        torch.cuda.synchronize()
-    elapsed_ms = (time.perf_counter() - start) * 1000  # the batch's pass, shared by its sessions
-    results = []
-    for b, (session, token, top) in enumerate(zip(group, tokens, tops, strict=True)):
-        trace = output.trace.row(b)
-        session.absorb(output.logits[b, -1], trace, 1)
-        results.append(session.finish_append(token, False, top, elapsed_ms, trace))
-    return results
+    return run_together(steps)
 
 
 @dataclass

@@ -20,6 +20,7 @@ import numpy as np
 
 from explorer.analysis import proof, roles
 from explorer.analysis.ablation import SwitchedOff
+from explorer.analysis.cache_modes import compare_cache_modes
 from explorer.analysis.cost import kv_cache_bytes, step_flops
 from explorer.analysis.lens import logit_lens
 from explorer.errors import InputError
@@ -176,7 +177,7 @@ def cache_off_growth(session: GenerationSession) -> Posed:
     """Whether a cache-off step grows is answered from the work it does (FLOPs, counted from the
     model's shape), never from a timing: the clock is shown beside it as a measurement. On a slow
     CPU at short lengths the time can grow far less than the work, and the answer says why."""
-    c = session.compare_cache_modes()
+    c = compare_cache_modes(session)
     near_first, near_last = int(np.median(c.positions[:8])), int(np.median(c.positions[-8:]))
     work_first, work_last = (step_flops(session.config, n, use_cache=False).total for n in (near_first, near_last))
     work_ratio = work_last / work_first

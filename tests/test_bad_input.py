@@ -119,7 +119,7 @@ def fingerprint(session) -> tuple:
     return (
         list(session.token_ids),
         len(session.steps),
-        session.self_inputs.rows,
+        session.attention.self_inputs.rows,
         session.cache.length if session.cache is not None else None,
         session.next_logits().sum().item(),
     )

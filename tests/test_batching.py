@@ -162,7 +162,7 @@ def test_what_a_batch_grows_stays_writable_by_a_step_alone(family):
     name, loaded = family
     session, other = sessions_of(loaded, TEXTS[name][:2])
     token = next(t for t in range(5, loaded.config.vocab_size) if t != loaded.config.eos_token_id)
-    capacity = session.self_inputs.queries[0].buffer.shape[1]
+    capacity = session.attention.self_inputs.queries[0].buffer.shape[1]
     while len(session.token_ids) < capacity:  # fill the kept rows to their capacity
         session.force(token)
     batched_step([session, other])  # this step grows them
@@ -193,3 +193,28 @@ def test_a_batched_pass_that_fails_is_logged_counted_and_each_session_steps_alon
     assert failure.exc_info and "a bug in the batched pass" in str(failure.exc_info[1])
     for result, single in zip(results, alone, strict=True):
         assert result.token_id == single.step().token_id
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_a_step_alone_whose_pass_fails_leaves_the_session_as_it_was(family, monkeypatch, use_cache):
+    """The step object rolls back a failed pass alone as a batched one does: the token it began,
+    and the cache entries the layers before the failure wrote. The next step is the step a
+    session that never failed takes."""
+    name, loaded = family
+    session, reference = sessions_of(loaded, TEXTS[name][:1] * 2, use_cache=use_cache)
+    before, cached = list(session.token_ids), session.cache_bytes and session.cache.length
+    last_layer = loaded.model.decoder.layers[-1]
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in the last layer")
+
+    monkeypatch.setattr(last_layer, "forward", broken)
+    with pytest.raises(RuntimeError, match="a bug in the last layer"):
+        session.step()
+    monkeypatch.undo()
+    assert session.token_ids == before
+    assert (session.cache_bytes and session.cache.length) == cached
+    assert len(session.steps) == len(session.timings) == 0
+    session.step()
+    reference.step()
+    assert_same(session, reference)

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import explorer
+from explorer.analysis.cache_modes import compare_cache_modes
 from explorer.model import Record
 
 N_STEPS = 50
@@ -112,7 +113,7 @@ def test_compare_cache_modes_checks_tokens(checkpoints):
         session.step()
     session.undo()
     session.force(int(session.top_candidates()[3].token_id))
-    comparison = session.compare_cache_modes()
+    comparison = compare_cache_modes(session)
     assert comparison.tokens_identical
     assert comparison.tokens_cached == session.generated_ids
     assert len(comparison.ms_cached) == len(comparison.ms_uncached) == 5

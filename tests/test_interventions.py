@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import explorer
+from explorer.analysis.cache_modes import compare_cache_modes
 from explorer.model import Record, ablate_heads, ablate_sublayer, patch_values, taps
 from explorer.model.taps import Intervention
 
@@ -116,7 +117,7 @@ def test_a_branch_reruns_the_tokens_and_steps_the_same_with_the_cache_on_and_off
         uncached.step()
         torch.testing.assert_close(branch.next_logits(), uncached.next_logits(), atol=1e-4, rtol=0)
     assert branch.token_ids == uncached.token_ids
-    comparison = session.with_interventions(heads).compare_cache_modes()
+    comparison = compare_cache_modes(session.with_interventions(heads))
     assert comparison.tokens_identical
 
 

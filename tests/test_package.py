@@ -35,6 +35,20 @@ def test_the_dependencies_are_the_requirements_files():
     assert meta["scripts"]["decoder-explorer"] == "explorer.cli:main"
 
 
+def test_every_package_and_page_file_is_listed():
+    """A new subpackage or static file not listed in pyproject.toml works here and is missing from
+    the installed package: every folder of explorer/ with an __init__.py is listed, and every
+    non-Python file beside the modules matches a package-data pattern."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "explorer").rglob("__init__.py")}
+    assert found <= set(setuptools["packages"]), sorted(found - set(setuptools["packages"]))
+    data = setuptools["package-data"]
+    for path in (ROOT / "explorer").rglob("*"):
+        if path.is_file() and path.suffix not in (".py", ".pyc"):
+            package = ".".join(path.parent.relative_to(ROOT).parts)
+            assert any(path.match(pattern) for pattern in data.get(package, [])), f"{path} is not package data"
+
+
 def run(command: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"{' '.join(command)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"

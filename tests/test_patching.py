@@ -3,12 +3,15 @@ equals patching one cell at a time, and it restores exactly what it should."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import torch
 
 import explorer
 from explorer.analysis.patching import patching_sweep
+from explorer.experiments import tap_values
 from explorer.model import patch_values
 from explorer.model.trace import residual_stream_names
 from explorer.session import InputError
@@ -67,7 +70,7 @@ def test_the_batched_sweep_equals_patching_one_cell_at_a_time(pair):
     stack = result.stack
     n_layers = clean.config.n_encoder_layers if stack == "encoder" else clean.config.n_layers
     names = residual_stream_names(n_layers, stack)[:-1]
-    clean_values = clean.tap_values  # a whole-sequence pass of the clean run, one tap at a time
+    clean_values = functools.partial(tap_values, clean)  # a whole-sequence pass of the clean run, one tap at a time
     base = logit_difference(corrupted, positions_of(corrupted), answer, other)
     target = logit_difference(clean, positions_of(clean), answer, other)
     for layer in range(n_layers):
@@ -80,7 +83,7 @@ def test_the_batched_sweep_equals_patching_one_cell_at_a_time(pair):
         tap = f"{stack}.{n_layers - 1}.self_attn.z"
         values = clean_values(tap)  # (1, heads, T, hd): the clean run's at this head, the corrupted run's elsewhere
         this_head = torch.arange(values.shape[1])[None, :, None, None] == head
-        mixed = torch.where(this_head, values, corrupted.tap_values(tap))
+        mixed = torch.where(this_head, values, tap_values(corrupted, tap))
         patch = [patch_values(tap, range(len(positions_of(corrupted))), mixed)]
         one = logit_difference(corrupted, positions_of(corrupted), answer, other, patch)
         assert result.heads[n_layers - 1, head] == pytest.approx((one - base) / (target - base), abs=1e-4)
@@ -114,7 +117,7 @@ def test_a_translators_decoder_positions_are_patched_too(pair):
     with torch.inference_mode():
         memory, _ = corrupted.model.encode(corrupted.ids_tensor(corrupted.source_ids))
         for layer in range(1, n_layers):
-            values = clean.tap_values(names[layer])  # the clean run's decoder residual
+            values = tap_values(clean, names[layer])  # the clean run's decoder residual
             for position in range(n_positions):
                 patch = [patch_values(names[layer], [position], values)]
                 logits = corrupted.model(corrupted.ids_tensor(corrupted.token_ids), memory, interventions=patch).logits

@@ -80,7 +80,7 @@ def parse(text: str, session: GenerationSession, method: str = "zero") -> Switch
                 f"“{item}” is not a head or a sublayer: write layer.head (17.3), layer.attention or layer.mlp"
             )
         layer, what = int(match[1]), match[2]
-        session.check_layer(layer)
+        session.attention.check_layer(layer)
         if what in SUBLAYERS:
             sublayers.add((layer, what))
         elif int(what) >= c.n_heads:

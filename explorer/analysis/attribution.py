@@ -294,7 +294,7 @@ def attention_rollout(session: GenerationSession, position: int) -> np.ndarray:
 def cross_attention_rows(session: GenerationSession, position: int) -> np.ndarray:
     """(layers, S) a translator's step at ``position``: where each decoder layer's
     cross-attention (head average) read the source."""
-    session.require_translator("cross-attention")
+    session.attention.require_translator("cross-attention")
     trace = _attention_up_to(session, position)
     rows = [trace.cross_attention(i)[0, :, -1].float().mean(0).cpu().numpy() for i in range(session.config.n_layers)]
     return np.stack(rows)

@@ -87,7 +87,7 @@ class Sandbox:
 def unmasked_pass(session: GenerationSession, layer: int = 0) -> Sandbox:
     """What the model computes when every position may read the future; ``layer``'s attention
     is kept. The session is untouched: this is a separate pass without the cache."""
-    session.check_layer(layer)
+    session.attention.check_layer(layer)
     masked = session.full_pass().logits[0].float().cpu()  # (T, vocab)
     free = session.full_pass(ATTENTION, causal=False)
     unmasked = free.logits[0].float().cpu()

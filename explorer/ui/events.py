@@ -15,6 +15,7 @@ import time
 import gradio as gr
 
 from explorer.analysis import ablation, compare, patching, proof
+from explorer.analysis.cache_modes import compare_cache_modes
 from explorer.batching import StepBatcher
 from explorer.errors import InputError
 from explorer.ui import experiment_views, insights, views
@@ -334,7 +335,7 @@ def on_sandbox(st) -> Updates:
 def on_compare(st, progress=gr.Progress()) -> Updates:
     st = require(st)
     progress(0, desc="Rerunning with the cache on and off")
-    st.comparison = st.session.compare_cache_modes()
+    st.comparison = compare_cache_modes(st.session)
     return {
         "timing_plot": shown_plot(st, views.timing_figure(st), "timing"),
         "cache_info": views.cache_summary(st),

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from explorer.analysis.ablation import SwitchedOff
+from explorer.analysis.cache_modes import CacheComparison
 from explorer.analysis.domain import domain_note
 from explorer.analysis.patching import PatchingResult
-from explorer.session import CacheComparison, GenerationSession, InputError, TopToken
+from explorer.session import GenerationSession, InputError, TopToken
 from explorer.tokens import visible
 from explorer.ui import model_store
 from explorer.ui.images import png_file
@@ -94,7 +95,7 @@ def checked_view(session: GenerationSession, layer, head) -> tuple[int, str]:
         layer_index = int(layer)
     except (TypeError, ValueError, OverflowError) as error:
         raise InputError(f"the layer must be a whole number; choose 0 to {c.n_layers - 1}") from error
-    session.check_layer(layer_index)
+    session.attention.check_layer(layer_index)
     head_choice = str(head)
     if head_choice != MEAN and not (head_choice.isdigit() and int(head_choice) < c.n_heads):
         raise InputError(f"head {head_choice!r} does not exist; choose the average or a head from 0 to {c.n_heads - 1}")

@@ -1,0 +1,261 @@
+"""What attention is computed from: each layer's kept queries and keys, and the rows computed so far.
+
+A pass keeps, per layer, the queries and keys of the positions it processed (as the model used
+them, after rotary): O(T·d) per layer, like the KV cache. A view computes softmax(q kᵀ · scale +
+mask) for the layer it shows, when it shows it (``explorer/model/attention.py``'s
+``attention_weights``), instead of every pass recording T x T x heads for every layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from explorer.errors import InputError
+from explorer.model import ModelConfig, Trace
+from explorer.model.attention import attention_weights, causal_mask
+from explorer.model.cache import grown_capacity
+
+
+class GrowingRows:
+    """(heads, rows, head_dim) rows that grow along axis 1, in a buffer with room to spare
+    (grown by a quarter when full, up to ``limit`` rows), like the KV cache's, so that a step
+    writes one row instead of copying them all."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.buffer: torch.Tensor | None = None
+        self.length = 0
+
+    def add(self, block: torch.Tensor) -> None:
+        """Copy ``block`` (heads, new, hd) in after the rows so far (a copy: the pass's keys
+        may be the KV cache's own buffer, which undo overwrites)."""
+        end = self.length + block.shape[1]
+        if self.buffer is None or end > self.buffer.shape[1]:
+            capacity = max(end, min(grown_capacity(end), self.limit))
+            grown = block.new_empty((block.shape[0], capacity, block.shape[2]))
+            if self.buffer is not None:
+                grown[:, : self.length] = self.buffer[:, : self.length]
+            self.buffer = grown
+        self.buffer[:, self.length : end] = block
+        self.length = end
+
+    def all(self) -> torch.Tensor:
+        """(heads, rows, hd): a view of the rows so far."""
+        return self.buffer[:, : self.length]
+
+    def truncate(self, rows: int) -> None:
+        self.length = min(self.length, rows)
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.buffer is None else self.buffer.nbytes
+
+
+class AttentionRows:
+    """One layer's attention probabilities computed so far, (heads, rows, keys), grown row by row.
+
+    A row never changes once computed: row i is softmax(q_i kᵀ/√d) over keys that are fixed
+    (the source's, for cross-attention) or that are its own past (causal self-attention, whose
+    later keys it gives exactly zero weight). So after a step only the new row is computed:
+    O(T) per step instead of O(T²). Undo forgets the rows it removed, in a fresh buffer, so
+    that an array handed out before never changes under its holder.
+    """
+
+    def __init__(self, heads: int, keys_fixed: int | None, limit: int) -> None:
+        self.heads, self.limit = heads, limit  # at most ``limit`` rows (the session's cap)
+        self.keys_fixed = keys_fixed  # the source length (cross-attention), or None (keys grow with rows)
+        self.buffer = np.zeros((heads, 0, keys_fixed or 0), dtype=np.float32)
+        self.rows = 0
+
+    def extend(self, new_rows: np.ndarray) -> None:
+        """Append (heads, n, keys) rows, keys being the row count after them (causal) or fixed."""
+        end = self.rows + new_rows.shape[1]
+        if end > self.buffer.shape[1]:
+            capacity = max(end, min(2 * self.buffer.shape[1], self.limit))
+            grown = np.zeros((self.heads, capacity, self.keys_fixed or capacity), dtype=np.float32)
+            grown[:, : self.rows, : self.buffer.shape[2]] = self.buffer[:, : self.rows]
+            self.buffer = grown
+        self.buffer[:, self.rows : end, : new_rows.shape[2]] = new_rows
+        self.rows = end
+
+    def truncate(self, rows: int) -> None:
+        if rows < self.rows:
+            kept = np.zeros_like(self.buffer)
+            kept[:, :rows] = self.buffer[:, :rows]
+            self.buffer, self.rows = kept, rows
+
+    def view(self, first: int, last: int, n_keys: int) -> np.ndarray:
+        out = self.buffer[:, first:last, :n_keys]
+        out.flags.writeable = False  # shared by the views that ask for it
+        return out
+
+
+class AttentionInputs:
+    """What one attention stack's probabilities are made of, per layer: the queries
+    (heads, T, head_dim) of every position so far, and the keys (kv_heads, keys, head_dim)
+    they read. Self-attention's keys grow with the queries (and are masked causally);
+    cross-attention's are the source's, fixed.
+
+    The probabilities of the layer a view asked for last are kept (``AttentionRows``), so that
+    the next step computes only its new row: (heads, T, T) float32, 38 MB for SmolLM2 at 1,024
+    positions. (The heatmap and the all-heads image show one layer; a view of every layer
+    computes each in turn.)"""
+
+    def __init__(
+        self,
+        n_layers: int,
+        causal: bool,
+        max_rows: int,
+        scale: float,
+        windows: list[int | None] | None = None,
+        position_bias: Callable[[torch.Tensor], torch.Tensor | None] | None = None,
+    ) -> None:
+        self.causal, self.max_rows, self.scale = causal, max_rows, scale  # scale: ModelConfig.score_scale
+        self.windows = windows or [None] * n_layers  # each layer's sliding window (ModelConfig.window_of)
+        self.position_bias = position_bias  # query positions -> (1, heads, Tq, keys): T5's relative positions
+        self.queries = [GrowingRows(max_rows) for _ in range(n_layers)]
+        self.keys = [GrowingRows(max_rows) for _ in range(n_layers)]
+        self._kept: tuple[int, AttentionRows] | None = None  # (layer, its rows) a view asked for last
+
+    @property
+    def rows(self) -> int:
+        return self.queries[0].length if self.queries else 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held for the queries and keys (with the buffers' room to grow)."""
+        return sum(rows.nbytes for rows in (*self.queries, *self.keys))
+
+    def add(self, layer: int, queries: torch.Tensor, keys: torch.Tensor | None) -> None:
+        """queries (heads, new, hd) of the new positions; keys (kv_heads, new, hd) of the same
+        positions (self-attention), or of the whole source the first time (cross-attention;
+        None after that)."""
+        self.queries[layer].add(queries)
+        if self.causal or not self.keys[layer].length:
+            if keys is None:
+                raise ValueError("the source's keys are needed the first time")
+            self.keys[layer].add(keys)
+
+    def truncate(self, rows: int) -> None:
+        for queries in self.queries:
+            queries.truncate(rows)
+        if self.causal:
+            for keys in self.keys:
+                keys.truncate(rows)
+        if self._kept is not None:
+            self._kept[1].truncate(rows)
+
+    def compute(self, layer: int, first: int, last: int) -> np.ndarray:
+        """(heads, last - first, keys) float32 for the queries at positions first .. last - 1,
+        computed now from the kept queries and keys (nothing is kept)."""
+        q = self.queries[layer].all()[:, first:last]  # (heads, Tq, hd)
+        keys = self.keys[layer].all()  # (kv_heads, Tk, hd)
+        if self.causal:
+            keys = keys[:, :last]  # a query's future keys get zero weight: not needed
+        mask = None
+        if self.causal:
+            mask = causal_mask(q.shape[1], keys.shape[1], q.device, first_query=first, window=self.windows[layer])
+        bias = None
+        if self.position_bias is not None:
+            bias = self.position_bias(torch.arange(first, last, device=q.device))  # (1, heads, Tq, last)
+        return attention_weights(q[None].float(), keys[None].float(), mask, self.scale, bias)[0].cpu().numpy()
+
+    def probabilities(self, layer: int, first: int = 0, last: int | None = None) -> np.ndarray:
+        """(heads, queries, keys) float32 for the queries at positions first .. last - 1, every key
+        (a causal row's future is 0); the rows not computed before are computed now."""
+        if not self.queries[layer].length:
+            raise InputError("no attention was recorded in this session")
+        rows, n_keys = self.rows, self.keys[layer].length
+        if self._kept is None or self._kept[0] != layer:  # another layer: its rows from the start
+            heads = self.queries[layer].all().shape[0]
+            self._kept = (layer, AttentionRows(heads, None if self.causal else n_keys, self.max_rows))
+        computed = self._kept[1]
+        if computed.rows < rows:
+            computed.extend(self.compute(layer, computed.rows, rows))
+        return computed.view(first, rows if last is None else last, n_keys)
+
+
+def decoder_position_bias(decoder, device, query_positions: torch.Tensor) -> torch.Tensor | None:
+    """The decoder's relative position bias (1, heads, Tq, keys) for queries at these positions
+    over the keys up to the last of them (T5); None for other families.
+
+    A function of the decoder, not a method of the session: a session keeping its own bound
+    method would be a reference cycle, and the session's tensors (tens of MB) would wait for
+    Python's rare full garbage collection instead of going when its last reference does."""
+    return decoder.position_bias(query_positions.to(device))
+
+
+class SessionAttention:
+    """All of one session's attention: the decoder's self-attention and (translators) its
+    cross-attention, computed on demand from the queries and keys each pass kept; the encoder's,
+    computed once from the source (small: (heads, S, S) per layer)."""
+
+    def __init__(
+        self, config: ModelConfig, max_rows: int, position_bias: Callable[[torch.Tensor], torch.Tensor | None]
+    ) -> None:
+        self.config = config
+        n, scale = config.n_layers, config.score_scale
+        windows = [config.window_of(i) for i in range(n)]
+        self.self_inputs = AttentionInputs(n, True, max_rows, scale, windows, position_bias)
+        n_cross = n if config.is_encoder_decoder else 0
+        self.cross_inputs = AttentionInputs(n_cross, causal=False, max_rows=max_rows, scale=scale)
+        self.encoder_probs: list[np.ndarray] = []  # per layer (heads, S, S)
+
+    def keep_encoder(self, trace: Trace) -> None:
+        """The encoder's attention probabilities, from the pass over the source."""
+        for i in range(self.config.n_encoder_layers):
+            self.encoder_probs.append(trace.self_attention(i, "encoder")[0].float().cpu().numpy())
+
+    def keep(self, trace: Trace, n_new: int) -> None:
+        """The queries of the newest ``n_new`` positions, and the keys they added, of every layer."""
+        for i in range(self.config.n_layers):
+            name = f"decoder.{i}.self_attn"
+            self.self_inputs.add(i, trace[f"{name}.q"][0, :, -n_new:], trace[f"{name}.k"][0, :, -n_new:])
+            if self.config.is_encoder_decoder:
+                name = f"decoder.{i}.cross_attn"
+                # The source's keys are kept once, from the prefill (a batched step does not pass them).
+                keys = trace[f"{name}.k"][0] if f"{name}.k" in trace else None
+                self.cross_inputs.add(i, trace[f"{name}.q"][0, :, -n_new:], keys)
+
+    def truncate(self, rows: int) -> None:
+        self.self_inputs.truncate(rows)
+        self.cross_inputs.truncate(rows)
+
+    def self_attention(self, layer: int, first: int = 0, last: int | None = None) -> np.ndarray:
+        """(heads, queries, T) of the queries at positions first .. last - 1 (by default all)."""
+        self.check_layer(layer)
+        return self.self_inputs.probabilities(layer, first, last)
+
+    def query_attention(self, position: int, length: int) -> np.ndarray:
+        """(layers, heads, position + 1) what the token at ``position`` (of ``length``) read, in every layer."""
+        if not 0 <= position < length:
+            raise InputError(f"position {position} does not exist; choose 0 to {length - 1}")
+        rows = [self.self_inputs.compute(i, position, position + 1)[:, 0] for i in range(self.config.n_layers)]
+        return np.stack(rows)  # (layers, heads, position + 1): the future is not computed
+
+    def cross_attention(self, layer: int) -> np.ndarray:
+        """(heads, T, S) cross-attention of every target token over the source."""
+        self.require_translator("cross-attention")
+        self.check_layer(layer)
+        return self.cross_inputs.probabilities(layer)
+
+    def encoder_attention(self, layer: int) -> np.ndarray:
+        """(heads, S, S) encoder self-attention over the source."""
+        self.require_translator("encoder attention")
+        if not 0 <= layer < self.config.n_encoder_layers:
+            raise InputError(f"encoder layer {layer} does not exist; choose 0 to {self.config.n_encoder_layers - 1}")
+        if not self.encoder_probs:
+            raise InputError("no attention was recorded in this session")
+        return self.encoder_probs[layer]
+
+    def check_layer(self, layer: int) -> None:
+        """Refuse a decoder layer the model does not have, saying which exist."""
+        if not 0 <= layer < self.config.n_layers:
+            raise InputError(f"layer {layer} does not exist; choose 0 to {self.config.n_layers - 1}")
+
+    def require_translator(self, what: str) -> None:
+        if not self.config.is_encoder_decoder:
+            raise InputError(f"{what} exists only for translators (encoder-decoder models)")

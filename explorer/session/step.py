@@ -1,0 +1,135 @@
+"""Stepping. One step of generation, whole: choose the token, put it at the end, run the pass, take in what
+it gave, time it, record it; and, if the pass fails, put the session back as it was.
+
+A step alone (``Step.run``) and the steps of many sessions in one batched pass (``run_together``,
+which ``explorer/batching.py`` calls) go through this one object, so a batched step is exactly the
+step the session would have had alone, and no code outside this package writes a session's fields.
+``undo_last`` takes a step back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, TypeVar
+
+import torch
+
+from explorer.errors import InputError
+from explorer.model import CacheBatch, Output, Record, Trace
+from explorer.session.results import StepResult, StepTiming
+from explorer.tokens import piece_text
+
+if TYPE_CHECKING:
+    from explorer.session.generation import GenerationSession
+
+T = TypeVar("T")
+
+
+def timed(run: Callable[[], T], device: torch.device) -> tuple[T, float]:
+    """``run()``'s result and how long it took, in milliseconds."""
+    start = time.perf_counter()
+    result = run()
+    if device.type == "cuda":
+        torch.cuda.synchronize()  # GPU kernels run asynchronously: wait before reading the clock
+    return result, (time.perf_counter() - start) * 1000
+
+
+class Step:
+    """One step of one session, begun: the token is chosen (``token``, or the session's own
+    choice) and put at the end; ``run`` (alone) or ``run_together`` (batched) finishes it."""
+
+    def __init__(self, session: GenerationSession, token: int | None = None, forced: bool = False) -> None:
+        session.check_can_step()
+        self.session, self.forced = session, forced
+        self.token = session.next_choice() if token is None else int(token)
+        self.top = session.top_candidates()  # the distribution the token was chosen from
+        self._length = len(session.token_ids)
+        self._cached = session.cache.length if session.cache is not None else None
+        session.token_ids.append(self.token)
+
+    def run(self) -> StepResult:
+        """This step alone: the session's own pass over the new token (cache off: over everything)."""
+        try:
+            output, elapsed_ms = self.session.pass_over_newest(1)
+        except BaseException:
+            self.rollback()
+            raise
+        return self.finish(output, 0, elapsed_ms)
+
+    def finish(self, output: Output, row: int, elapsed_ms: float) -> StepResult:
+        """Take in row ``row`` of the pass that processed the token, and record the step."""
+        session = self.session
+        trace = output.trace.row(row) if output.logits.shape[0] > 1 else output.trace
+        session.absorb(output.logits[row, -1], trace, 1)
+        position = len(session.token_ids) - 1
+        session.timings.append(StepTiming(position, elapsed_ms, session.use_cache))
+        session._token_texts.append(piece_text(session.tokenizer, session.token_ids, position))
+        result = StepResult(
+            token_id=self.token,
+            token_text=session._token_texts[-1],
+            position=position,
+            elapsed_ms=elapsed_ms,
+            cache_bytes=session.cache_bytes,
+            use_cache=session.use_cache,
+            top_k=self.top,
+            trace=trace,
+            forced=self.forced,
+            finished=session.finished,
+        )
+        # The session keeps each step's result without its trace: a step's attention is already
+        # kept as queries and keys, and a copy of its probabilities per step would grow quadratically.
+        session.steps.append(replace(result, trace=Trace()))
+        return result
+
+    def rollback(self) -> None:
+        """Undo what the step began: its token, and whatever the failed pass put in the cache."""
+        del self.session.token_ids[self._length :]
+        if self._cached is not None:
+            self.session.cache.truncate(self._cached)
+
+
+def run_together(steps: list[Step]) -> list[StepResult]:
+    """One pass for the begun steps of many sessions (same model and record, cached, past the
+    prefill): row b reads step b's token over its own session's cache. If the pass fails, every
+    session is put back as it was and the error raised."""
+    first = steps[0].session
+    ids = torch.tensor([[step.token] for step in steps], device=first.model_device)  # (B, 1)
+    cache = CacheBatch([step.session.cache for step in steps])
+    record = first.step_record(1)
+    try:
+        output, elapsed_ms = timed(lambda: _batched_pass(first, ids, cache, record), first.model_device)
+    except BaseException:
+        for step in steps:
+            step.rollback()
+        raise
+    # The batch's pass is shared by its sessions: each step records its time.
+    return [step.finish(output, b, elapsed_ms) for b, step in enumerate(steps)]
+
+
+@torch.inference_mode()
+def _batched_pass(first: GenerationSession, ids: torch.Tensor, cache: CacheBatch, record: Record) -> Output:
+    """(B, 1) ids through the model. Only the pass runs in inference mode, as a step alone does:
+    what the sessions keep (grown outside it) must stay writable by their later steps."""
+    if first.is_encoder_decoder:  # the sources were read at each session's prefill (their caches hold them)
+        return first.model(ids, None, cache=cache, record=record, last_only=True)
+    return first.model(ids, cache=cache, record=record, last_only=True)
+
+
+def undo_last(session: GenerationSession) -> None:
+    """Remove the session's last generated token (never the prompt) and what its step recorded.
+
+    The distribution for the next position came from processing the token now last, so that one
+    token is run again (its attention row is dropped and recorded again; its cache entry rewritten)."""
+    if len(session.token_ids) <= session.prompt_length:
+        raise InputError("Nothing to undo: only the prompt is left.")
+    session.token_ids.pop()
+    session._token_texts.pop()
+    session.steps.pop()
+    session.timings.pop()
+    kept = len(session.token_ids) - 1
+    session.attention.truncate(kept)
+    if session.cache is not None:
+        session.cache.truncate(kept)
+    session._process(1)
