@@ -10,7 +10,7 @@ import torch
 
 import explorer
 from explorer.errors import InputError
-from explorer.loading import ModelLoadError, hf_convert, sources
+from explorer.loading import ModelLoadError, families, sources
 from explorer.loading import checkpoints as checkpoint_files
 from explorer.model import ContextWindowError
 
@@ -27,8 +27,8 @@ def test_user_errors_are_not_a_builtin_a_library_raises():
 
 def test_a_missing_config_field_is_the_files_fault_and_says_which(checkpoints):
     config = {"model_type": "gpt2", "vocab_size": 10, "n_layer": 1, "n_head": 1, "n_positions": 8}  # no n_embd
-    with pytest.raises(hf_convert.MissingConfigField, match="has no 'n_embd'"):
-        hf_convert.convert(config, {})
+    with pytest.raises(families.MissingConfigField, match="has no 'n_embd'"):
+        families.convert(config, {})
 
 
 def test_a_bug_in_a_config_function_reaches_the_log_as_a_bug(monkeypatch, caplog):
@@ -38,18 +38,18 @@ def test_a_bug_in_a_config_function_reaches_the_log_as_a_bug(monkeypatch, caplog
     def looks_up_a_wrong_table(hf):
         return {}["a key the code got wrong"]
 
-    monkeypatch.setitem(hf_convert.FAMILIES, "gpt2", (looks_up_a_wrong_table, None))
+    monkeypatch.setitem(families.FAMILIES, "gpt2", families.Family(looks_up_a_wrong_table, None))
     with pytest.raises(KeyError, match="a key the code got wrong"):
-        hf_convert.convert({"model_type": "gpt2"}, {})
+        families.convert({"model_type": "gpt2"}, {})
 
     def adds_a_string(hf):
         return hf["n_embd"] + "px"
 
-    monkeypatch.setitem(hf_convert.FAMILIES, "gpt2", (adds_a_string, None))
+    monkeypatch.setitem(families.FAMILIES, "gpt2", families.Family(adds_a_string, None))
     with caplog.at_level(logging.ERROR, logger="decoder_explorer"), pytest.raises(ModelLoadError) as error:
-        hf_convert.convert({"model_type": "gpt2", "n_embd": 64}, {})
+        families.convert({"model_type": "gpt2", "n_embd": 64}, {})
     assert isinstance(error.value.__cause__, TypeError)
-    logged = next(r for r in caplog.records if "bug in adds_a_string" in r.getMessage())
+    logged = next(r for r in caplog.records if "a bug in" in r.getMessage() and "adds_a_string" in r.getMessage())
     assert logged.exc_info and isinstance(logged.exc_info[1], TypeError)
 
 

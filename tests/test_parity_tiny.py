@@ -106,7 +106,7 @@ def test_recording_off_keeps_nothing_and_changes_nothing(checkpoints):
 
 def test_settings_the_explorer_lacks_are_named():
     from explorer.loading import ModelLoadError
-    from explorer.loading.hf_convert import convert
+    from explorer.loading.families import convert
 
     config = {"model_type": "opt", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
               "num_attention_heads": 2, "ffn_dim": 16, "max_position_embeddings": 32,

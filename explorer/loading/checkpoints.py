@@ -20,8 +20,8 @@ from safetensors.torch import load_file, save_file
 from explorer.model import ModelConfig
 
 from .errors import ModelLoadError
+from .families import convert
 from .gguf_files import read_gguf
-from .hf_convert import convert
 
 OUR_CONFIG = "explorer_config.json"
 # transformers imports its classes lazily, and its lazy module is not safe to import from several

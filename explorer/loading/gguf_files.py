@@ -2,17 +2,14 @@
 Gemma 3 and Phi-3 architectures.
 
 GGUF stores quantised weights (Q4_0, Q4_1, Q5_0, Q8_0, the K-quants, F16, BF16, ...); the
-``gguf`` package turns them back into float32. Three things differ from a Hugging Face folder:
-- llama.cpp reorders the rows of a Llama model's query and key projections for its interleaved
-  rotary layout; ``unpermute_rotary`` undoes that (the other architectures are stored as they are);
-- a Gemma file's norms already hold (1 + weight), which is what our RMSNorm multiplies by;
-- what llama.cpp fixes in code rather than in the file (Gemma 3's every-sixth-layer-global
-  pattern and local rotary base) is taken as llama.cpp takes it.
+``gguf`` package turns them back into float32. The files share one layout (the metadata read
+here, the tensor names in ``GGUF_LAYER_NAMES``); what an architecture does its own way (a Llama
+file's reordered query/key rows, Phi-3's fused matrices, what llama.cpp fixes in code for Gemma 3)
+is in that family's file under ``explorer/loading/families/`` (its ``GGUF``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 
@@ -23,10 +20,7 @@ from tqdm.auto import tqdm
 from explorer.model import ModelConfig
 
 from .errors import ModelLoadError
-
-ARCHITECTURES = ("llama", "qwen2", "qwen3", "gemma3", "phi3")
-GEMMA3_GLOBAL_EVERY = 6  # llama.cpp: layers 5, 11, 17, ... of Gemma 3 read everything; the rest a window
-GEMMA3_LOCAL_ROPE_BASE = 10_000.0
+from .families import GGUF_ARCHITECTURES, GgufArchitecture, without_tied_head
 
 GGUF_LAYER_NAMES = {
     "attn_norm": "self_attn_norm",
@@ -45,17 +39,6 @@ GGUF_LAYER_NAMES = {
 }
 
 
-def unpermute_rotary(w: np.ndarray, n_heads: int) -> np.ndarray:
-    """Undo llama.cpp's per-head row order: (out, in) rows back to the Hugging Face order.
-
-    llama.cpp writes each head's rows as pairs (x[0], x[half], x[1], x[half+1], ...);
-    Hugging Face keeps the two halves apart (x[0..half), x[half..)).
-    """
-    rows = w.shape[0]
-    per_head = rows // n_heads
-    return w.reshape(n_heads, per_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-
-
 def _field(reader, key: str, default=None):
     field = reader.fields.get(key)
     if field is None:
@@ -66,11 +49,12 @@ def _field(reader, key: str, default=None):
 def gguf_config(reader, name: str) -> ModelConfig:
     """The ModelConfig of a GGUF file, from its ``{architecture}.*`` metadata."""
     arch = _field(reader, "general.architecture")
-    if arch not in ARCHITECTURES:
+    if arch not in GGUF_ARCHITECTURES:
         raise ModelLoadError(
-            f"{name} holds a {arch!r} model; the explorer reads GGUF files of the {', '.join(ARCHITECTURES)} "
-            "architectures"
+            f"{name} holds a {arch!r} model; the explorer reads GGUF files of the "
+            f"{', '.join(GGUF_ARCHITECTURES)} architectures"
         )
+    architecture = GGUF_ARCHITECTURES[arch]
 
     def meta(key: str, default=None):
         return _field(reader, f"{arch}.{key}", default)
@@ -81,7 +65,7 @@ def gguf_config(reader, name: str) -> ModelConfig:
     tensors = {t.name for t in reader.tensors}
     window = meta("attention.sliding_window")
     config = ModelConfig(
-        family={"gemma3": "gemma3_text"}.get(arch, arch),
+        family=architecture.family,
         vocab_size=len(_field(reader, "tokenizer.ggml.tokens")),
         d_model=d_model,
         n_layers=int(meta("block_count")),
@@ -95,7 +79,7 @@ def gguf_config(reader, name: str) -> ModelConfig:
         positions="rope",
         rope_theta=float(meta("rope.freq_base", 10000.0)),
         rotary_dim=int(meta("rope.dimension_count", head_dim)),
-        activation="gelu_tanh" if arch == "gemma3" else "silu",
+        activation=architecture.activation,
         gated_ffn=True,
         qkv_bias="blk.0.attn_q.bias" in tensors,
         qk_norm="blk.0.attn_q_norm.weight" in tensors,
@@ -108,32 +92,20 @@ def gguf_config(reader, name: str) -> ModelConfig:
         pad_token_id=_field(reader, "tokenizer.ggml.padding_token_id"),
         extra={"source": name, "gguf_name": _field(reader, "general.name"), "gguf_architecture": arch},
     )
-    return as_llama_cpp_runs_gemma3(config) if arch == "gemma3" else config
-
-
-def as_llama_cpp_runs_gemma3(config: ModelConfig) -> ModelConfig:
-    """What llama.cpp fixes in code for Gemma 3 rather than in the file: every sixth layer global
-    (the others a sliding window), the local layers' rotary base, the norms around each sublayer,
-    √d on the embeddings, and 1/√head_dim on the scores."""
-    every = GEMMA3_GLOBAL_EVERY
-    types = ["full" if (i + 1) % every == 0 else "sliding" for i in range(config.n_layers)]
-    return dataclasses.replace(
-        config, layer_types=types if config.sliding_window else None, rope_local_theta=GEMMA3_LOCAL_ROPE_BASE,
-        sandwich_norm=True, scale_embeddings=True, attn_scale=config.head_dim**-0.5,
-    )  # fmt: skip
+    return architecture.complete(config)
 
 
 def gguf_state(reader, config: ModelConfig, progress: bool) -> dict[str, torch.Tensor]:
     """Every tensor dequantised to float32, in our names."""
     import gguf  # imported here: only this loader needs it
 
-    arch = config.extra["gguf_architecture"]
+    architecture = GGUF_ARCHITECTURES[config.extra["gguf_architecture"]]
     state: dict[str, torch.Tensor] = {}
     for tensor in tqdm(
         reader.tensors, desc=f"Converting {config.extra['source']}", unit="tensor", disable=not progress
     ):
         w = gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32)  # (out, in)
-        state.update(_renamed(tensor.name, w, config, arch))
+        state.update(_renamed(tensor.name, w, config, architecture))
     return state
 
 
@@ -144,8 +116,8 @@ GGUF_TOP_NAMES = {
 }
 
 
-def _renamed(name: str, w: np.ndarray, config: ModelConfig, arch: str) -> dict[str, torch.Tensor]:
-    """One GGUF tensor under our name(s): Phi-3's fused ones split, a Llama's q/k rows reordered."""
+def _renamed(name: str, w: np.ndarray, config: ModelConfig, architecture: GgufArchitecture) -> dict[str, torch.Tensor]:
+    """One GGUF tensor under our name(s); the architecture's own layout first (``families/``)."""
     if name in GGUF_TOP_NAMES:
         return {GGUF_TOP_NAMES[name]: torch.from_numpy(w)}
     m = re.fullmatch(r"blk\.(\d+)\.(\w+)\.(weight|bias)", name)
@@ -153,20 +125,12 @@ def _renamed(name: str, w: np.ndarray, config: ModelConfig, arch: str) -> dict[s
         hint = " (rotary scaling, not supported yet)" if "rope" in name else ""
         raise ModelLoadError(f"unexpected GGUF tensor {name!r}{hint}")
     layer, kind, part = f"decoder.layers.{m[1]}", m[2], m[3]
-    if kind == "attn_qkv":  # Phi-3: the query rows, then the key rows, then the value rows
-        q_rows, kv_rows = config.n_heads * config.head_dim, config.n_kv_heads * config.head_dim
-        q, k, v = np.split(w, [q_rows, q_rows + kv_rows])
-        return {f"{layer}.self_attn.{p}_proj.{part}": torch.from_numpy(np.ascontiguousarray(x))
-                for p, x in zip("qkv", (q, k, v), strict=True)}  # fmt: skip
-    if kind == "ffn_up" and arch == "phi3":  # Phi-3: gate rows, then up rows
-        gate, up = np.split(w, 2)
-        return {f"{layer}.ffn.gate_proj.{part}": torch.from_numpy(np.ascontiguousarray(gate)),
-                f"{layer}.ffn.up_proj.{part}": torch.from_numpy(np.ascontiguousarray(up))}  # fmt: skip
-    if kind not in GGUF_LAYER_NAMES:
-        raise ModelLoadError(f"unexpected GGUF tensor {name!r}")
-    if arch == "llama" and kind in ("attn_q", "attn_k"):
-        w = unpermute_rotary(w, config.n_heads if kind == "attn_q" else config.n_kv_heads)
-    return {f"{layer}.{GGUF_LAYER_NAMES[kind]}.{part}": torch.from_numpy(np.ascontiguousarray(w))}
+    own = architecture.tensor(kind, w, config) if architecture.tensor else None
+    if own is None:
+        if kind not in GGUF_LAYER_NAMES:
+            raise ModelLoadError(f"unexpected GGUF tensor {name!r}")
+        own = {GGUF_LAYER_NAMES[kind]: w}
+    return {f"{layer}.{module}.{part}": torch.from_numpy(np.ascontiguousarray(x)) for module, x in own.items()}
 
 
 def read_gguf(path: Path, progress: bool = True) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
@@ -177,4 +141,4 @@ def read_gguf(path: Path, progress: bool = True) -> tuple[ModelConfig, dict[str,
     except (ValueError, OSError, KeyError) as error:
         raise ModelLoadError(f"{path.name} is not a readable GGUF file ({type(error).__name__})") from error
     config = gguf_config(reader, path.name)
-    return config, gguf_state(reader, config, progress)
+    return config, without_tied_head(gguf_state(reader, config, progress), config)
