@@ -26,6 +26,7 @@ from explorer.analysis.lens import logit_lens
 from explorer.errors import InputError
 from explorer.session import GenerationSession
 from explorer.tokens import visible
+from explorer.ui.tabs import DEFAULT_TAB
 
 DECODER = "smollm2-135m-instruct"
 TRANSLATOR = "en-de-numbers"
@@ -38,7 +39,7 @@ class Setup:
     model: str = DECODER
     text: str = "The capital of France is"
     steps: int = 0  # greedy steps after the text
-    tab: str = "self"
+    tab: str = DEFAULT_TAB
     layer: int = 0
     head: str = "mean"  # "mean" or a head index as text
     temperature: float = 0.0

@@ -24,6 +24,7 @@ import explorer
 from explorer import sampling
 from explorer.analysis import session_file, snapshot
 from explorer.errors import InputError, as_sentence
+from explorer.ui.tabs import TAB_IDS
 from tests.test_analysis import stepped
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -183,7 +184,7 @@ def assert_in_range(snap: snapshot.Snapshot) -> None:
     assert type(snap.top_k) is int and type(snap.seed) is int and type(snap.layer) is int
     assert sampling.SEED_RANGE[0] <= snap.seed <= sampling.SEED_RANGE[1]
     assert all(type(t) is int and t >= 0 for t in snap.generated)
-    assert all(0 <= i < len(snap.generated) for i in snap.forced) and snap.tab in snapshot.TABS
+    assert all(0 <= i < len(snap.generated) for i in snap.forced) and snap.tab in TAB_IDS
     assert snap.query is None or type(snap.query) is int
 
 
@@ -277,9 +278,9 @@ def test_switch_heads_off_names_a_forced_token_as_the_users_choice(checkpoints):
 
 def test_the_architecture_text_names_no_chart_the_tab_may_not_show():
     """The relative-position chart is on screen for T5 only: the shared text cannot say 'above'."""
-    from explorer.ui import texts
+    from explorer.ui.tabs import architecture
 
-    assert "chart above" not in texts.ARCHITECTURE and "with a T5 model" in texts.ARCHITECTURE
+    assert "chart above" not in architecture.ARCHITECTURE and "with a T5 model" in architecture.ARCHITECTURE
 
 
 def test_the_cache_on_line_breaks_where_the_cache_was_off(checkpoints):

@@ -4,6 +4,7 @@ translator as package data)."""
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import subprocess
 import sys
@@ -45,8 +46,12 @@ def test_every_package_and_page_file_is_listed():
     data = setuptools["package-data"]
     for path in (ROOT / "explorer").rglob("*"):
         if path.is_file() and path.suffix not in (".py", ".pyc"):
-            package = ".".join(path.parent.relative_to(ROOT).parts)
-            assert any(path.match(pattern) for pattern in data.get(package, [])), f"{path} is not package data"
+            owner = path.parent
+            while not (owner / "__init__.py").is_file():  # the package the file belongs to
+                owner = owner.parent
+            package, inside = ".".join(owner.relative_to(ROOT).parts), path.relative_to(owner).as_posix()
+            patterns = data.get(package, [])
+            assert any(fnmatch.fnmatch(inside, pattern) for pattern in patterns), f"{path} is not package data"
 
 
 def run(command: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import gradio as gr
 import pytest
 
+from explorer import lessons
+from explorer.analysis import snapshot
 from explorer.errors import InputError
 from explorer.ui import app, render
-from explorer.ui.layout import SESSION_BUTTONS, SETTINGS, TABS, Page, build_page
+from explorer.ui.layout import SETTINGS, build_page
+from explorer.ui.page import Page
 from explorer.ui.tab import tab_event
+from explorer.ui.tabs import TAB_IDS, TABS
 from explorer.ui.views import ExplorerState
+from explorer.ui.wiring import on
 
 
 @pytest.fixture(scope="module")
@@ -21,26 +24,44 @@ def page() -> Page:
 
 
 def test_every_name_a_callback_may_update_is_a_component_of_the_page(page):
-    names = {f.name for f in dataclasses.fields(Page)}
-    used = {*render.FIGURES, *render.STEP_VIEWS, *render.SESSION_VIEWS, *render.MODEL_VIEWS, *SETTINGS}
-    assert used | set(SESSION_BUTTONS) | set(TABS.values()) <= names
-    assert set(render.FIGURES_OF_TAB) == set(TABS)
+    names = set(page.names())
+    used = {*render.figure_names(), *render.step_views(), *render.SESSION_VIEWS, *render.model_view_names(), *SETTINGS}
+    assert used | set(render.SESSION_BUTTONS) | {tab.component for tab in TABS} <= names
     for name in names:
         assert isinstance(getattr(page, name), gr.components.Component | gr.blocks.BlockContext), name
+
+
+def test_the_tabs_are_listed_once_and_everything_derives_from_the_list(page):
+    """Each tab of the registry is a gr.Tab of the page with that id and title, in that order; its
+    module draws exactly the figures it names; links and lessons name only tabs of the list."""
+    shown = [block for block in page.pick(*(tab.component for tab in TABS))]
+    assert [(block.id, block.label) for block in shown] == [(tab.id, tab.title) for tab in TABS]
+    assert len(set(TAB_IDS)) == len(TABS) and len({tab.title for tab in TABS}) == len(TABS)
+    for tab in TABS:
+        assert set(tab.code().FIGURES) <= set(page.names()), tab.id
+    assert {step.setup.tab for lesson in lessons.LESSONS for step in lesson.steps} <= set(TAB_IDS)
+    assert snapshot.from_query({"model": "m", "text": "a", "tab": "nonsense"}).tab == TABS[0].id
+
+
+def test_a_page_refuses_two_components_of_one_name():
+    with pytest.raises(ValueError, match="two components are named 'status'"), gr.Blocks():
+        page = Page()
+        page.add(status=gr.Markdown())
+        page.add(status=gr.Markdown())
 
 
 def test_on_turns_named_updates_into_component_updates(page):
     def callback(st, value):
         return {"status": f"got {value}", "kept": None}
 
-    assert app.on(page, callback)(None, 3) == {page.status: "got 3", page.kept: None}
-    assert app.on(page, lambda: gr.skip())() == gr.skip()
+    assert on(page, callback)(None, 3) == {page.status: "got 3", page.kept: None}
+    assert on(page, lambda: gr.skip())() == gr.skip()
 
     def streaming(n):
         for i in range(n):
             yield {"status": str(i)}
 
-    assert [*app.on(page, streaming)(2)] == [{page.status: "0"}, {page.status: "1"}]
+    assert [*on(page, streaming)(2)] == [{page.status: "0"}, {page.status: "1"}]
 
 
 def test_the_projects_errors_become_warnings_and_a_bug_fails(monkeypatch):
@@ -81,8 +102,8 @@ def test_the_demo_builds_with_every_event_wired():
         page = build_page("a test secret")
         app.wire(demo, page)
     wired = {(block_id, name) for dep in demo.fns.values() for block_id, name in dep.targets}
-    buttons = [f.name for f in dataclasses.fields(Page) if isinstance(getattr(page, f.name), gr.Button)]
-    expected = {(name, "click") for name in buttons} | {(tab, "select") for tab in TABS.values()}
+    buttons = [name for name in page.names() if isinstance(getattr(page, name), gr.Button)]
+    expected = {(name, "click") for name in buttons} | {(tab.component, "select") for tab in TABS}
     expected |= set(CHOICES.items())
     missing = sorted((name, event) for name, event in expected if (getattr(page, name)._id, event) not in wired)
     assert not missing, missing

@@ -93,8 +93,8 @@ def test_a_replaced_session_is_freed_at_once_after_every_tab_was_shown(checkpoin
     import gc
     import weakref
 
-    from explorer.ui.layout import TABS
     from explorer.ui.render import render
+    from explorer.ui.tabs import TAB_IDS
 
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path))
     loaded = explorer.load_model(str(checkpoints["marian"]), progress=False)
@@ -102,7 +102,7 @@ def test_a_replaced_session_is_freed_at_once_after_every_tab_was_shown(checkpoin
     gc.disable()
     try:
         state.session.step()
-        for tab in TABS:
+        for tab in TAB_IDS:
             state.tab = tab
             render(state, full=True)
         old = weakref.ref(state.session)

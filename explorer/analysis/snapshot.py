@@ -26,15 +26,12 @@ from explorer.analysis import session_file
 from explorer.analysis.session_file import SavedArrays
 from explorer.loading import LoadedModel
 from explorer.session import MAX_SESSION_POSITIONS, MAX_TEXT_CHARS, GenerationSession, InputError
+from explorer.ui.tabs import DEFAULT_TAB, TAB_IDS  # plain data: the page's tabs, listed once
 
 FORMAT = "decoder-explorer-session"
 VERSION = 1
 MAX_FILE_BYTES = 256 * 1024 * 1024
 MAX_LINK_CHARS = 8000  # longer URLs are cut by some servers and chat apps
-TABS = (
-    "self", "cross", "layers", "cache", "lens", "roles", "ablation", "patching", "attribution", "compare", "proof",
-    "architecture",
-)  # fmt: skip
 
 
 @dataclass
@@ -54,7 +51,7 @@ class Snapshot:
     layer: int = 0
     head: str = "mean"
     query: int | None = None
-    tab: str = "self"
+    tab: str = DEFAULT_TAB
 
 
 def snapshot_of(model_name: str, session: GenerationSession, **view) -> Snapshot:
@@ -137,8 +134,8 @@ def checked_snapshot(raw) -> Snapshot:
     forced = set(snapshot.forced)
     if len(forced) < len(snapshot.forced) or not forced <= set(range(len(snapshot.generated))):
         raise InputError("The saved session's forced tokens are not among its generated tokens.")
-    if snapshot.tab not in TABS:
-        snapshot.tab = "self"
+    if snapshot.tab not in TAB_IDS:
+        snapshot.tab = DEFAULT_TAB
     return snapshot
 
 
@@ -260,7 +257,7 @@ def from_query(params: Mapping[str, str]) -> Snapshot | None:
             "top_k": int(params.get("top_k", 0)), "top_p": float(params.get("top_p", 1)),
             "seed": int(params.get("seed", 0)), "generated": ints("tokens"), "forced": ints("forced"),
             "layer": int(params.get("layer", 0)), "head": params.get("head", "mean"),
-            "query": int(query) if query not in (None, "") else None, "tab": params.get("tab", "self"),
+            "query": int(query) if query not in (None, "") else None, "tab": params.get("tab", DEFAULT_TAB),
         }  # fmt: skip
     except ValueError as error:  # (int() of 5,000 digits too)
         raise InputError("This link's numbers are damaged; it cannot reopen the session.") from error

@@ -1,9 +1,11 @@
-"""What each click, choice and key does, once a session is on screen.
+"""What each click, choice and key does, once a session is on screen: stepping, and choosing
+what to see (token, layer, head, tab, colours).
 
 Every callback takes the tab's ``ExplorerState`` (and the values it reads from the page) and
-returns updates keyed by ``Page`` names (see ``explorer.ui.render``), or ``gr.skip()`` to change
-nothing. ``explorer.ui.app`` wires them to the components. Starting, restoring and switching
-sessions is in ``explorer.ui.lifecycle``.
+returns updates keyed by the page's component names (see ``explorer.ui.render``), or ``gr.skip()``
+to change nothing. ``explorer.ui.app`` wires them to the components. Each view tab's own events
+are in its module (``explorer/ui/tabs/``); starting, restoring and switching sessions is in
+``explorer.ui.lifecycle``.
 """
 
 from __future__ import annotations
@@ -14,26 +16,13 @@ import time
 
 import gradio as gr
 
-from explorer.analysis import ablation, compare, patching, proof
-from explorer.analysis.cache_modes import compare_cache_modes
 from explorer.batching import StepBatcher
 from explorer.errors import InputError
-from explorer.ui import experiment_views, insights, views
-from explorer.ui.render import (
-    Updates,
-    ablation_tab,
-    attribution_tab,
-    compare_tab,
-    kept_value,
-    patching_tab,
-    render,
-    self_heatmap,
-    shown_plot,
-    tab_views,
-)
+from explorer.ui import views
+from explorer.ui.render import render, tab_views
+from explorer.ui.shown import Updates, kept_value
 from explorer.ui.tab import NO_MODEL, PROFILE_ENV, USER_ERRORS, current, log, new_session, require, tab_event
 from explorer.ui.views import ExplorerState
-from explorer.viz import head_at, role_at
 from explorer.viz.colours import SCALES
 
 # Generate streams faster than a browser draws: a step takes ~0.1 s here, redrawing the figures
@@ -173,26 +162,6 @@ def on_layer_or_head(st, layer_value, head_value) -> Updates:
 
 
 @tab_event
-def on_head_thumbnail(st, event: gr.SelectData):
-    st = require(st)
-    picked = head_at(*event.index[:2], st.session.config.n_heads)
-    if picked is None:
-        return gr.skip()  # a click between two heads
-    st.layer, st.head = views.checked_view(st.session, st.layer, str(picked))
-    return {"head": gr.Dropdown(value=st.head), "self_plot": self_heatmap(st), "kept": kept_value(st)}
-
-
-@tab_event
-def on_role_click(st, event: gr.SelectData):
-    st = require(st)
-    picked = role_at(*event.index[:2], st.session.config.n_layers, st.session.config.n_heads)
-    if picked is None:
-        return gr.skip()  # a click on a label or between squares
-    st.layer, st.head = views.checked_view(st.session, picked[0], str(picked[1]))
-    return {"layer": gr.Slider(value=st.layer), "head": gr.Dropdown(value=st.head), **tab_views(st)}
-
-
-@tab_event
 def on_image_format(st, value):
     return figure_setting(st, "image_format", value, ("png", "svg"))
 
@@ -221,125 +190,6 @@ def opener(name: str):
         return tab_views(st)
 
     return on_tab
-
-
-# ---------------------------------------------------------------- experiments
-def chosen_head(st: ExplorerState) -> tuple[int, int]:
-    if st.head == views.MEAN:
-        raise InputError("Choose one head above (not the average of the heads) to switch it off.")
-    return st.layer, int(st.head)
-
-
-@tab_event
-def on_add_head(st, text, method) -> Updates:
-    st = require(st)
-    st.switched_off = ablation.parse(text, st.session, method).with_head(*chosen_head(st))  # and what was typed
-    return switched_off_views(st)
-
-
-def sublayer_adder(sublayer: str):
-    """The callback that adds the selected layer's attention or feed-forward."""
-
-    @tab_event
-    def on_add_sublayer(st, text, method) -> Updates:
-        st = require(st)
-        st.switched_off = ablation.parse(text, st.session, method).with_sublayer(st.layer, sublayer)
-        return switched_off_views(st)
-
-    return on_add_sublayer
-
-
-@tab_event
-def on_run_ablation(st, text, method, progress=gr.Progress()) -> Updates:
-    st = require(st)
-    st.switched_off = ablation.parse(text, st.session, method)
-    progress(0, desc=f"Rerunning the tokens with {st.switched_off.describe()} switched off")
-    st.keep("ablation", ablation.ablate(st.session, st.switched_off))
-    return switched_off_views(st)
-
-
-@tab_event
-def on_clear_ablation(st, method) -> Updates:
-    st = require(st)
-    st.switched_off = ablation.SwitchedOff(method=method if method in ablation.ABLATIONS else "zero")
-    return switched_off_views(st)
-
-
-@tab_event
-def on_test_head(st, method) -> Updates:
-    """Head roles' "test it": switch the selected head off, alone, and show what changed."""
-    st = require(st)
-    layer, head = chosen_head(st)
-    st.switched_off = ablation.SwitchedOff(frozenset({(layer, head)}), method=method)
-    st.keep("ablation", ablation.ablate(st.session, st.switched_off))
-    st.tab = "ablation"
-    return {"tabs": gr.Tabs(selected="ablation"), "switched_off": st.switched_off.text(), **tab_views(st)}
-
-
-@tab_event
-def on_patching(st, clean, corrupted, answer, other, progress=gr.Progress()) -> Updates:
-    st = require(st)
-    progress(0, desc="Running the two texts")
-    pair = patching.prepared_pair(st.session.loaded, clean, corrupted, answer, other)
-    st.patching = patching.patching_sweep(*pair, progress=lambda share, what: progress(share, desc=what))
-    return patching_tab(st)
-
-
-@tab_event
-def on_attribute(st, target, method, progress=gr.Progress()) -> Updates:
-    st = require(st)
-    progress(0, desc="Explaining")
-    shown = experiment_views.explain(st, target, method, progress=lambda share, what: progress(share, desc=what))
-    st.keep("attribution", shown)
-    return attribution_tab(st)
-
-
-@tab_event
-def on_compare_runs(st, kind, text, temperature, seed, progress=gr.Progress()) -> Updates:
-    st = require(st)
-    session = st.session
-    progress(0, desc="Running run B")
-    sampling = session.sampling
-    b = compare.branch_of(
-        session, kind, interventions=st.switched_off.interventions(), text=text, temperature=float(temperature),
-        top_k=sampling.top_k, top_p=sampling.top_p, seed=int(seed or 0),
-    )  # fmt: skip
-    progress(0.8, desc="Comparing")
-    st.keep("compare", compare.compare(session, b, label=compare.BRANCHES[kind]))
-    return compare_tab(st)
-
-
-def switched_off_views(st: ExplorerState) -> Updates:
-    return {"switched_off": st.switched_off.text(), **ablation_tab(st)}
-
-
-@tab_event
-def on_parallel_check(st, progress=gr.Progress()) -> Updates:
-    st = require(st)
-    progress(0, desc="One parallel pass, and the sequence again one token at a time")
-    st.keep("parallel", proof.parallel_check(st.session, progress))
-    return {"parallel_info": insights.parallel_summary(st)}
-
-
-@tab_event
-def on_sandbox(st) -> Updates:
-    st = require(st)
-    st.keep("sandbox", proof.unmasked_pass(st.session, st.layer))
-    return {
-        "sandbox_info": insights.sandbox_summary(st),
-        "sandbox_plot": shown_plot(st, insights.sandbox_figure(st), "sandbox"),
-    }
-
-
-@tab_event
-def on_compare(st, progress=gr.Progress()) -> Updates:
-    st = require(st)
-    progress(0, desc="Rerunning with the cache on and off")
-    st.comparison = compare_cache_modes(st.session)
-    return {
-        "timing_plot": shown_plot(st, views.timing_figure(st), "timing"),
-        "cache_info": views.cache_summary(st),
-    }
 
 
 # ---------------------------------------------------------------- settings of the live session

@@ -19,7 +19,8 @@ from explorer.analysis.ablation import SwitchedOff
 from explorer.errors import InputError, as_sentence
 from explorer.ui import lifecycle, model_store
 from explorer.ui.lifecycle import closed_lesson, show_session
-from explorer.ui.render import Updates, current_snapshot, render
+from explorer.ui.render import render
+from explorer.ui.shown import Updates, current_snapshot
 from explorer.ui.tab import USER_ERRORS, tab_event
 from explorer.ui.views import ExplorerState
 

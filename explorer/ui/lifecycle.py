@@ -16,8 +16,10 @@ from explorer.errors import as_sentence
 from explorer.loading import ModelLoadError, list_models
 from explorer.ui import model_store, texts
 from explorer.ui.layout import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
-from explorer.ui.render import Updates, buttons_on, current_snapshot, model_views, render, text_label
+from explorer.ui.render import buttons_on, model_views, render, text_label
+from explorer.ui.shown import Updates, current_snapshot
 from explorer.ui.tab import USER_ERRORS, new_session, require, saved_session_folder, tab_event, tab_state
+from explorer.ui.tabs import opening_tab, shown_tab
 from explorer.ui.views import ExplorerState, checked_view
 
 
@@ -90,7 +92,7 @@ def on_model_change(request: gr.Request, model_name, st, *settings, progress=gr.
     st = tab_state(request, st, model_name)
     text_value = text_for(loaded, st, settings[0])
     st = new_session(st, text_value, *settings[1:], model_name=model_name)
-    st.tab = "cross" if loaded.is_encoder_decoder else ("self" if st.tab == "cross" else st.tab)
+    st.tab = opening_tab(st.tab, loaded.is_encoder_decoder)
     return {
         **model_views(loaded), "text": gr.Textbox(value=text_value, label=text_label(loaded)),
         "tabs": gr.Tabs(selected=st.tab), **render(st, full=True), **closed_lesson(st),
@@ -148,7 +150,7 @@ def show_session(request: gr.Request, st, name: str, session, snap: snapshot.Sna
     st.start(name, session)
     st.layer, st.head = layer_index, head_choice
     st.query = snap.query if snap.query is not None and 0 <= snap.query < len(session.token_ids) else None
-    st.tab = snap.tab if snap.tab != "cross" or session.is_encoder_decoder else "self"
+    st.tab = shown_tab(snap.tab, session.is_encoder_decoder)
     out = {
         **model_views(loaded), "text": gr.Textbox(value=snap.text, label=text_label(loaded)), "chat": snap.chat,
         "use_cache": snap.use_cache, "temperature": snap.temperature, "top_k": snap.top_k, "top_p": snap.top_p,

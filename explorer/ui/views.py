@@ -15,6 +15,7 @@ from explorer.session import GenerationSession, InputError, TopToken
 from explorer.tokens import visible
 from explorer.ui import model_store
 from explorer.ui.images import png_file
+from explorer.ui.tabs import DEFAULT_TAB
 from explorer.viz import attention_heatmap, head_grid, layer_profile_heatmap, timing_chart
 from explorer.viz.colours import DEFAULT_SCALE
 from explorer.viz.heatmap import window_note
@@ -36,7 +37,7 @@ class ExplorerState:
     head: str = MEAN  # "mean" or a head index as text
     query: int | None = None  # the selected query position; None follows the newest token
     comparison: CacheComparison | None = None
-    tab: str = "self"  # the open tab: only its figures are built and sent
+    tab: str = DEFAULT_TAB  # the open tab: only its figures are built and sent
     stop_requested: bool = False  # set by Stop (without the lock), read by a running Generate
     generating: bool = False  # a Generate is running
     stopped_at: int | None = None  # the token count at which Stop ended a Generate

@@ -9,16 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from explorer.ui.tabs import TABS
 from tests.browser.helpers import ARTIFACTS, idle, tokens, type_prompt, wait_plot_title, wait_token_count
 from tests.browser.test_translator_ui import choose_model
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 AXE = Path(__file__).resolve().parents[2] / ".cache/npm/node_modules/axe-core/axe.min.js"
-DECODER_TABS = [
-    "Self-attention", "Every layer", "KV cache", "Logit lens", "Head roles", "Switch heads off", "Patching",
-    "Why this token", "Compare runs", "Causal proof", "Architecture and cost",
-]  # fmt: skip
+DECODER_TABS = [tab.title for tab in TABS if not tab.translator_only]
 RUN_AXE = """async () => {
     const found = await axe.run(document, {resultTypes: ['violations']});
     return found.violations.filter(v => v.impact === 'serious' || v.impact === 'critical')

@@ -10,6 +10,7 @@ import pytest
 
 import explorer
 from explorer import lessons
+from explorer.ui.tabs import TABS
 from tests.browser.helpers import ARTIFACTS, idle, query_index, tokens, wait_token_count
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -50,10 +51,7 @@ def selected_tab(page) -> str:
     return page.inner_text("#views button[role=tab][aria-selected=true]")
 
 
-TAB_NAMES = {
-    "self": "Self-attention", "cross": "Cross-attention", "cache": "KV cache", "lens": "Logit lens",
-    "proof": "Causal proof", "architecture": "Architecture and cost", "ablation": "Switch heads off",
-}  # fmt: skip
+TAB_NAMES = {tab.id: tab.title for tab in TABS}
 
 
 @pytest.mark.parametrize("number", [lesson.number for lesson in lessons.LESSONS])

@@ -1,0 +1,116 @@
+// What the page runs once it has loaded (Gradio's launch js; explorer/ui/layout.py fills in
+// __QUERY_RGB__, the strip's colour for the query token, and __BUTTON_NAMES__ from Python).
+() => {
+  // The strip's tokens, and which one is the query (the strip gives it the query's colour; -1 when
+  // none is picked): read by the first two parts below.
+  const tokens = () => Array.from(document.querySelectorAll('#token-strip .token'));
+  const queryIndex = all => all.findIndex(t => t.style.backgroundColor.includes('__QUERY_RGB__'));
+
+  // The token strip scrolls inside its box (page.css): to the newest token when one is added, and
+  // to the query when another is picked (from a heatmap, it may be out of the box's view).
+  ((tokens, queryIndex) => {
+    const follow = () => {
+      const strip = document.querySelector('#token-strip');
+      if (!strip) return setTimeout(follow, 200);
+      let count = 0;
+      new MutationObserver(() => {
+        const box = strip.querySelector('.textfield');
+        const all = tokens();
+        if (box && all.length > count) box.scrollTop = box.scrollHeight;
+        else if (box) {
+          const query = all[queryIndex(all)];
+          const at = query && query.getBoundingClientRect(), shown = box.getBoundingClientRect();
+          if (at && (at.top < shown.top || at.bottom > shown.bottom)) {
+            box.scrollTop += at.top - shown.top - box.clientHeight / 2;
+          }
+        }
+        count = all.length;
+      }).observe(strip, {childList: true, subtree: true, attributes: true, attributeFilter: ['style']});
+    };
+    follow();
+  })(tokens, queryIndex);
+
+  // Keys for a demo in front of a class: s steps, u undoes, the left and right arrows move the
+  // query one token. Not while typing (a text box has the focus) or with a modifier held (the
+  // browser's own shortcuts), and not while the button is off (a model still loading).
+  ((tokens, queryIndex) => {
+    const typing = e => e.target.closest('input, textarea, select, [contenteditable=""], [contenteditable="true"]');
+    const press = id => { const b = document.getElementById(id); if (b && !b.disabled) b.click(); };
+    const moveQuery = by => {
+      const all = tokens();
+      if (!all.length) return;
+      let at = queryIndex(all);
+      if (at < 0) at = all.length - 1;  // no token picked: the newest is the query
+      const next = Math.min(all.length - 1, Math.max(0, at + by));
+      if (next !== at) all[next].click();
+    };
+    document.addEventListener('keydown', e => {
+      const act = {s: () => press('step'), u: () => press('undo'), ArrowLeft: () => moveQuery(-1),
+                   ArrowRight: () => moveQuery(1)}[e.key];
+      if (!act) return;
+      if (typing(e) || e.ctrlKey || e.metaKey || e.altKey || e.repeat) {
+        // Left to the text box or the browser; counted, so that a test can see it was decided.
+        document.body.dataset.shortcutsLeftAlone = Number(document.body.dataset.shortcutsLeftAlone || 0) + 1;
+        return;
+      }
+      e.preventDefault();
+      act();
+    });
+  })(tokens, queryIndex);
+
+  // Names for a screen reader that Gradio's components leave out or get wrong, set again whenever
+  // the page changes (a rAF after the last change): Plotly's figures get their title and a
+  // heatmap's strongest cell (the attention heatmaps describe themselves, heatmap.js); images
+  // that take clicks and the file drop zone get a name that matches what they show.
+  (() => {
+    const kinds = {f8: Float64Array, f4: Float32Array};
+    const grid = z => {  // {values, cols}: z as the server sends it (a typed array in base64) or as rows
+      if (!z) return null;
+      if (!z.bdata) return {values: Array.from(z).flatMap(r => Array.from(r)), cols: z[0] ? z[0].length : 0};
+      if (!kinds[z.dtype]) return null;
+      const text = atob(z.bdata), bytes = new Uint8Array(text.length);
+      for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+      return {values: new kinds[z.dtype](bytes.buffer), cols: +String(z.shape).split(',')[1]};
+    };
+    const strongest = trace => {
+      const g = grid(trace.z);
+      if (!g || !g.cols) return '';
+      let best = null;
+      g.values.forEach((v, i) => {
+        if (v !== null && !Number.isNaN(v) && (!best || v > best.v)) best = {v, r: Math.floor(i / g.cols), c: i % g.cols};
+      });
+      if (!best) return '';
+      const x = trace.x ? trace.x[best.c] : best.c, y = trace.y ? trace.y[best.r] : best.r;
+      return ` Strongest cell: ${y}, ${x} (${(+best.v).toFixed(2)}).`;
+    };
+    const names = __BUTTON_NAMES__;
+    const label = () => {
+      for (const [id, name] of Object.entries(names)) {
+        const button = document.querySelector(`#${id} button:not([aria-label])`);
+        if (button) button.setAttribute('aria-label', name);
+      }
+      // An empty gr.Plot is a div named "empty value" with no role (not allowed a name): an image.
+      for (const empty of document.querySelectorAll('.empty[aria-label]:not([role])')) empty.setAttribute('role', 'img');
+      // The drop zone is named "Click to upload or drop files" but shows other words: its own.
+      for (const zone of document.querySelectorAll('button.upload-container')) {
+        const shown = zone.textContent.replace(/\s+/g, ' ').trim();
+        if (shown && zone.getAttribute('aria-label') !== shown) zone.setAttribute('aria-label', shown);
+      }
+      for (const g of document.querySelectorAll('.js-plotly-plot')) {
+        if (!g.data || g._labelled === g.data) continue;
+        const title = (g.layout && g.layout.title && (g.layout.title.text || g.layout.title)) || 'A chart';
+        const heat = g.data.find(t => t.type === 'heatmap');
+        g.setAttribute('role', 'figure');
+        g.setAttribute('aria-label', String(title).replace(/<br>/g, ' ') + (heat ? strongest(heat) : ''));
+        g._labelled = g.data;
+      }
+    };
+    let queued = false;
+    new MutationObserver(() => {
+      if (queued) return;
+      queued = true;
+      requestAnimationFrame(() => { queued = false; label(); });
+    }).observe(document.body, {childList: true, subtree: true});
+    label();
+  })();
+}
