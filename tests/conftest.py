@@ -72,8 +72,10 @@ SLOW_FIXTURES = {"smollm2", "hf_smollm2", "app_url", "browser"}  # the real 135M
 
 def pytest_collection_modifyitems(items):
     """Markers by what a test uses, so that they cannot drift: everything under tests/browser is
-    ``browser`` and ``slow``; a test that uses the real SmolLM2 or a running app is ``slow``.
-    ``pytest -m "not slow and not browser"`` is then the quick subset to develop with."""
+    ``browser`` and ``slow``; a test that uses the real SmolLM2 or a running app is ``slow``. A few
+    tests are marked ``slow`` by hand for their own weight (a new virtual environment and a pip
+    install, the translator's training script end to end, the translator's exhaustive checks).
+    ``pytest -m "not slow"`` is then the quick subset to develop with (<= 2 min)."""
     for item in items:
         if "tests/browser/" in item.nodeid or "browser" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)

@@ -91,6 +91,7 @@ def installed(tmp_path_factory) -> tuple[Path, dict]:
     return venv, env | {"PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"}, elsewhere
 
 
+@pytest.mark.slow  # a new virtual environment and a pip install: ~30 s
 def test_the_command_and_the_module_answer_help(installed):
     venv, env, elsewhere = installed
     for command in ([str(venv / "bin" / "decoder-explorer"), "--help"], [str(venv / "bin" / "python"), "-m",
@@ -102,12 +103,13 @@ def test_the_command_and_the_module_answer_help(installed):
     )
 
 
+@pytest.mark.slow
 def test_the_installed_package_translates_with_its_own_assets(installed):
     venv, env, elsewhere = installed
     code = (
         "import explorer, pathlib\n"
         "from explorer.loading.registry import ASSETS\n"
-        "from explorer.ui import heatmap\n"  # reads its heatmap.js, package data too
+        "from explorer.ui import heatmap, layout\n"  # read heatmap.js and static/, package data too
         "package = pathlib.Path(explorer.__file__).parent\n"
         "assert 'site-packages' in str(package) and ASSETS.is_relative_to(package)\n"
         "session = explorer.GenerationSession(explorer.load_model('en-de-numbers', progress=False), 'twenty-one')\n"

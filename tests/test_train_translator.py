@@ -46,6 +46,7 @@ def test_pairs_are_library_renderings():
         assert p.german.removesuffix(".") == num2words(int(p.value), lang="de")
 
 
+@pytest.mark.slow  # the whole script, data to metrics
 def test_the_training_script_runs_end_to_end_on_a_tiny_configuration(tmp_path):
     """``scripts/train_translator.py`` itself, as the model card's command runs it, only smaller."""
     import subprocess

@@ -64,6 +64,7 @@ def reference_translation(text: str) -> str:
     return tokenizer.decode(out[0], skip_special_tokens=True)
 
 
+@pytest.mark.slow  # the translator's exhaustive checks: ~10 s each
 def test_held_out_sample_translates_correctly_and_as_transformers_does_with_the_cache_on_and_off(translator):
     """Three held-out values per category: right (``test_the_model_cards_figures_are_recomputed``
     scores the whole split), and our greedy generation equals transformers' greedy generate,
@@ -140,6 +141,7 @@ def test_out_of_domain_is_translated_and_noted(translator):
         assert domain_note(translator.known_words, text) is None, text
 
 
+@pytest.mark.slow
 def test_every_small_number_is_right(translator):
     """Exhaustively, through the explorer's own session (greedy, cache on): every cardinal 0-100
     and ordinal 1-100 in words, the digits 0-100, and "1st" to "31st" (issue 17: all of them)."""
@@ -155,6 +157,7 @@ def test_every_small_number_is_right(translator):
     assert json.loads((FOLDER / "metrics.json").read_text())["small_numbers"]["errors"] == []
 
 
+@pytest.mark.slow
 def test_the_model_cards_figures_are_recomputed():
     """Every figure in the card's headline, recomputed from the shipped weights with the
     training script's own evaluation: the held-out split by value (overall and per category,
