@@ -62,6 +62,24 @@ def test_a_memory_error_reading_weights_is_not_called_a_damaged_file(checkpoints
         checkpoint_files.read_hf_folder(checkpoints["gpt2"])
 
 
+def test_a_tokenizer_that_cannot_be_read_is_told_by_kind_and_logged_with_its_traceback(
+    checkpoints, monkeypatch, caplog
+):
+    """Tokenizer files fail in many libraries' ways, which cannot be told from a bug: the user hears
+    the kind (no path), the log gets the whole traceback."""
+    from transformers import AutoTokenizer
+
+    def broken(*args, **kwargs):
+        raise AttributeError("'NoneType' object has no attribute 'vocab'")
+
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", broken)
+    with caplog.at_level(logging.ERROR, logger="decoder_explorer"), pytest.raises(ModelLoadError) as error:
+        checkpoint_files.load_tokenizer(checkpoints["gpt2"])
+    assert "(AttributeError)" in str(error.value) and str(checkpoints["gpt2"].parent) not in str(error.value)
+    logged = next(r for r in caplog.records if "reading the tokenizer" in r.getMessage())
+    assert isinstance(logged.exc_info[1], AttributeError)
+
+
 def test_a_bug_in_the_offline_hub_look_up_is_not_called_a_missing_network(monkeypatch):
     import huggingface_hub
 

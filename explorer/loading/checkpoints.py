@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import shutil
 import tempfile
 import threading
@@ -22,6 +23,8 @@ from explorer.model import ModelConfig
 from .errors import ModelLoadError
 from .families import convert
 from .gguf_files import read_gguf
+
+log = logging.getLogger("decoder_explorer")
 
 OUR_CONFIG = "explorer_config.json"
 # transformers imports its classes lazily, and its lazy module is not safe to import from several
@@ -74,7 +77,10 @@ def load_tokenizer(folder: Path, **kwargs):
         with TOKENIZER_LOCK:  # it imports the family's tokenizer class lazily, too
             return auto_tokenizer.from_pretrained(str(folder), trust_remote_code=False, **kwargs)
     except Exception as error:
-        # The exception's own text can hold absolute paths: only its kind is shown.
+        # A tokenizer's files fail in many libraries' ways (OSError, ValueError, JSON, sentencepiece),
+        # which cannot be told from a bug: the user hears the kind (its text can hold absolute paths),
+        # the log gets the traceback.
+        log.exception("reading the tokenizer of %r failed: a damaged file, or a bug", folder.name)
         raise ModelLoadError(f"could not read the tokenizer of {folder.name!r} ({type(error).__name__})") from error
 
 
