@@ -6,7 +6,6 @@ Every test here failed on the code before its fix.
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -106,17 +105,20 @@ def test_the_buttons_wait_for_the_first_model(browser, app_url):
     held = []
 
     def hold_first_event(route):
-        if not held:  # the page-load event: keep it in flight for a while, as a slow load would be
+        if held:
+            route.continue_()
+        else:  # the page-load event: held in flight, as a slow load would be, until the test lets it go
             held.append(route)
-            time.sleep(3)
-        route.continue_()
 
     page.route("**/queue/join**", hold_first_event)
     page.goto(app_url)
     page.wait_for_selector("#step")
+    while not held:  # until the page has sent its load (Playwright runs the route handler meanwhile)
+        page.wait_for_timeout(50)
     assert page.is_disabled("#step") and page.is_disabled("#generate")
     assert "Loading the model" in status(page)
     page.click("#step", force=True)  # a click on the disabled button does nothing
+    held[0].continue_()
     wait_ready(page)
     page.wait_for_function("() => !document.querySelector('#step').disabled")
     assert page.locator("text=No model is loaded").count() == 0
@@ -132,9 +134,8 @@ def test_quick_clicks_all_count(page):
     for _ in range(6):
         page.click("#step")
     wait_token_count(page, n + 6)
-    idle(page)
-    page.wait_for_timeout(1000)
-    assert len(tokens(page)) == n + 6
+    idle(page)  # nothing queued or running: a seventh step would be a pending event
+    assert len(tokens(page)) == n + 6 and "6 generated" in status(page)
     page.click("#undo")
     page.click("#undo")
     wait_token_count(page, n + 4)
