@@ -32,16 +32,44 @@ def free_port() -> int:
 NETCUT = ROOT / "tests" / "netcut"  # its sitecustomize cuts the app off the network
 
 
+PORT_TAKEN = ("Cannot find empty port", "address already in use")  # what Gradio says when its port is taken
+
+
 @contextlib.contextmanager
 def running_app(log_path: Path, port: int | None = None, **env_overrides: str):
     """Start ``python app.py`` with the network cut off; yield (its URL, its process); stop it.
 
-    ``port`` lets a test start the app again where it was (a browser keeps its storage per origin).
+    ``port`` lets a test start the app again where it was (a browser keeps its storage per origin):
+    the app waits until the previous one has let the port go. A port chosen here was free when it
+    was chosen, but another process may take it before the app binds it: the app then exits saying
+    so, and starts again on another port.
 
     The app must start and serve with no network at all (not only with HF_HUB_OFFLINE set),
     as on this project's machines and on a Space whose Hub is down.
     """
-    port = port or free_port()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    for attempt in range(3):
+        chosen = port or free_port()
+        if port:
+            wait_until_free(port)
+        started = log_path.stat().st_size if log_path.exists() else 0
+        process = start_app(log_path, chosen, env_overrides)
+        url = f"http://127.0.0.1:{chosen}"
+        try:
+            if wait_serving(process, url, log_path, started):
+                break
+        except BaseException:
+            stop_app(process)
+            raise
+        if port or attempt == 2:
+            raise RuntimeError(f"port {chosen} was taken; see {log_path}")
+    try:
+        yield url, process
+    finally:
+        stop_app(process)
+
+
+def start_app(log_path: Path, port: int, env_overrides: dict) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
     env.update(
         GRADIO_SERVER_NAME="127.0.0.1",
@@ -51,29 +79,50 @@ def running_app(log_path: Path, port: int | None = None, **env_overrides: str):
         PYTHONPATH=os.pathsep.join([str(NETCUT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
         **env_overrides,
     )
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a") as log:
-        process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
+        return subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def wait_serving(process: subprocess.Popen, url: str, log_path: Path, log_start: int) -> bool:
+    """True once the app answers at ``url``; False if it exited because its port was taken."""
+    deadline = time.time() + 180
+    while True:
+        if process.poll() is not None:
+            with open(log_path, "rb") as log:
+                log.seek(log_start)
+                said = log.read().decode("utf-8", "replace")
+            if any(reason in said for reason in PORT_TAKEN):
+                return False
+            raise RuntimeError(f"the app exited with {process.returncode}; see {log_path}")
+        if time.time() > deadline:
+            raise RuntimeError("the app did not start within 180 s")
         try:
-            deadline = time.time() + 180
-            while True:
-                if process.poll() is not None:
-                    raise RuntimeError(f"the app exited with {process.returncode}; see {log_path}")
-                if time.time() > deadline:
-                    raise RuntimeError("the app did not start within 180 s")
-                try:
-                    urllib.request.urlopen(url, timeout=2)
-                    break
-                except OSError:
-                    time.sleep(0.5)
-            yield url, process
-        finally:
-            process.terminate()
+            urllib.request.urlopen(url, timeout=2)
+            return True
+        except OSError:
+            time.sleep(0.5)  # polling the app's state: it answers once it serves
+
+
+def wait_until_free(port: int, timeout: float = 30) -> None:
+    """Until nothing holds ``port`` (the previous app's socket may linger a moment after it exits)."""
+    deadline = time.time() + timeout
+    while True:
+        with socket.socket() as s:
             try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+                s.bind(("127.0.0.1", port))
+                return
+            except OSError:
+                if time.time() > deadline:
+                    raise
+        time.sleep(0.2)
+
+
+def stop_app(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
 
 
 APP_LOG = ARTIFACTS / "app.log"
