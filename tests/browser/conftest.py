@@ -108,6 +108,7 @@ def wait_until_free(port: int, timeout: float = 30) -> None:
     deadline = time.time() + timeout
     while True:
         with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is no hold
             try:
                 s.bind(("127.0.0.1", port))
                 return
