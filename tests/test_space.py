@@ -80,15 +80,31 @@ def test_the_device_is_the_operators_choice(monkeypatch):
     monkeypatch.setenv(registry.DEVICE_ENV, "cpu")
     assert registry.default_device() == torch.device("cpu")
     monkeypatch.delenv(registry.DEVICE_ENV)
-    expected = "cuda" if torch.cuda.is_available() else "cpu"  # a GPU whenever there is one
-    assert registry.default_device().type == expected
+    for gpu, expected in ((True, "cuda"), (False, "cpu")):  # a GPU whenever there is one
+        monkeypatch.setattr(torch.cuda, "is_available", lambda gpu=gpu: gpu)
+        assert registry.default_device().type == expected
 
 
 def test_hub_check_is_a_real_connection_attempt(monkeypatch):
+    """A TCP connection to the Hub's host on 443, closed at once: True when it opens, False when
+    the network refuses it, and no attempt at all in offline mode."""
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    attempts, outcome = [], {"open": True}
 
-    def refuse(*args, **kwargs):
-        raise OSError(101, "Network is unreachable")
+    class Connection:
+        def close(self):
+            attempts.append("closed")
 
-    monkeypatch.setattr(sources.socket, "create_connection", refuse)
-    assert sources.hub_reachable() is False
+    def connect(address, timeout):
+        attempts.append((address, timeout))
+        if not outcome["open"]:
+            raise OSError(101, "Network is unreachable")
+        return Connection()
+
+    monkeypatch.setattr(sources.socket, "create_connection", connect)
+    assert sources.hub_reachable(timeout=0.7) is True
+    assert attempts == [(("huggingface.co", 443), 0.7), "closed"]
+    outcome["open"] = False
+    assert sources.hub_reachable() is False and len(attempts) == 3
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert sources.hub_reachable() is False and len(attempts) == 3  # offline: not even tried
