@@ -9,6 +9,7 @@ import pytest
 
 import explorer
 from explorer.analysis import cost, lens, proof, roles
+from explorer.model import ATTENTION
 
 FAMILIES = ["gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "opt", "gpt_neox", "gemma3_text", "marian",
             "bart", "mbart", "t5", "flan_t5"]  # fmt: skip
@@ -33,6 +34,7 @@ def test_a_session_and_its_views_run_on_every_family(checkpoints, family):
     assert result.rows[-1].token_ids == session.next_logits().topk(3).indices.tolist()
     head_roles = roles.head_roles(session)
     assert len(head_roles.tags) == n_layers and len(head_roles.tags[0]) == loaded.config.n_heads
+    assert_role_scores_are_the_mean_weights_where_each_role_looks(session, head_roles)
     check = proof.parallel_check(session)
     assert check.max_logit_difference <= 1e-4 and check.max_attention_difference <= 1e-5 and check.same_predictions
     n = len(session.token_ids)
@@ -43,3 +45,20 @@ def test_a_session_and_its_views_run_on_every_family(checkpoints, family):
     assert measured == formula  # each family's own key/value heads and head size
     attention = session.self_attention(n_layers - 1)
     assert attention.shape == (loaded.config.n_heads, n, n) and np.allclose(attention.sum(-1), 1, atol=1e-5)
+
+
+def assert_role_scores_are_the_mean_weights_where_each_role_looks(session, head_roles):
+    """The scores recomputed from a full pass's own attention (not the session's kept queries and
+    keys), query by query from position 2: the weight on key i - 1, on key 0, on key i; and each
+    head's tag the best role above its threshold."""
+    trace = session.full_pass(ATTENTION).trace
+    n = len(session.token_ids)
+    for layer in range(session.config.n_layers):
+        probs = trace.self_attention(layer)[0].float().numpy()  # (heads, T, T)
+        where = {"previous token": lambda i: i - 1, "first token": lambda i: 0, "self": lambda i: i}
+        for role, key in where.items():
+            expected = [np.mean([probs[h, i, key(i)] for i in range(2, n)]) for h in range(probs.shape[0])]
+            np.testing.assert_allclose(head_roles.scores[role][layer], expected, atol=1e-5)
+        for head in range(probs.shape[0]):
+            above = {r: v[layer, head] for r, v in head_roles.scores.items() if v[layer, head] >= roles.THRESHOLDS[r]}
+            assert head_roles.tag(layer, head) == (max(above, key=above.get) if above else "")
