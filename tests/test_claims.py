@@ -1,0 +1,66 @@
+"""Claims of the docs that no other test reads (issue 28's list): each checked against the code
+that makes it true, so that changing one without the other fails here."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import explorer
+from explorer import batching, native_memory
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_trust_remote_code_is_never_set():
+    """docs/serving.md: "trust_remote_code is never set" (a checkpoint's own code never runs)."""
+    for path in (ROOT / "explorer").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.keyword) and node.arg == "trust_remote_code":
+                assert isinstance(node.value, ast.Constant) and node.value.value is False, f"{path}:{node.lineno}"
+
+
+def test_no_memory_is_returned_when_told_0(monkeypatch):
+    """docs/serving.md: DECODER_EXPLORER_RETURN_MEMORY_S=0 means never."""
+    monkeypatch.setenv(native_memory.TRIM_ENV, "0")
+    assert native_memory.keep_returning_free_memory() is None
+    monkeypatch.setenv(native_memory.TRIM_ENV, "0.5")
+    returner = native_memory.keep_returning_free_memory()
+    if native_memory.glibc() is not None:  # glibc here: a returner every half second
+        assert returner is not None and returner.every_s == 0.5
+        returner.stop()
+
+
+def test_t5_sessions_and_branches_step_alone_in_a_batch(checkpoints):
+    """docs/serving.md: a session with an intervention (a branch), the cache off, or a T5 model
+    steps alone; a plain cached session joins the batch."""
+    t5 = explorer.load_model(str(checkpoints["t5"]), progress=False)
+    gpt2 = explorer.load_model(str(checkpoints["gpt2"]), progress=False)
+    plain = explorer.GenerationSession(gpt2, "The quick brown fox")
+    assert batching.can_join_batch(plain)
+    assert not batching.can_join_batch(explorer.GenerationSession(t5, "twenty-one"))
+    assert not batching.can_join_batch(plain.with_interventions(explorer.ablate_heads({0: [0]})))
+    assert not batching.can_join_batch(explorer.GenerationSession(gpt2, "The quick brown fox", use_cache=False))
+    stats = batching.BatchStats()
+    branch = plain.with_interventions(explorer.ablate_heads({0: [1]}))
+    results = batching.step_together([plain, branch, explorer.GenerationSession(gpt2, "Hello there")], stats)
+    assert all(not isinstance(r, Exception) for r in results) and stats.batches == [2]  # the branch alone
+
+
+@pytest.mark.parametrize("env", [None, "5"])
+def test_steps_wait_together_up_to_a_batch(monkeypatch, env):
+    """docs/serving.md: up to 32 Steps and Generates (DECODER_EXPLORER_STEP_CONCURRENCY) wait
+    together for the step batcher; the page's Step and Generate events are in that pool."""
+    from explorer.ui import app
+
+    if env is None:
+        monkeypatch.delenv(app.STEP_CONCURRENCY_ENV, raising=False)
+    else:
+        monkeypatch.setenv(app.STEP_CONCURRENCY_ENV, env)
+    demo = app.build_demo()
+    steps = [dep for dep in demo.fns.values() if dep.concurrency_id == "steps"]
+    assert {dep.fn.__name__ for dep in steps} == {"on_step", "on_generate"}
+    expected = batching.MAX_BATCH if env is None else int(env)
+    assert batching.MAX_BATCH == 32 and all(dep.concurrency_limit == expected for dep in steps)
