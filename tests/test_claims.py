@@ -4,6 +4,7 @@ that makes it true, so that changing one without the other fails here."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,41 @@ def test_steps_wait_together_up_to_a_batch(monkeypatch, env):
     assert {dep.fn.__name__ for dep in steps} == {"on_step", "on_generate"}
     expected = batching.MAX_BATCH if env is None else int(env)
     assert batching.MAX_BATCH == 32 and all(dep.concurrency_limit == expected for dep in steps)
+
+
+def test_the_status_line_counts_down_the_last_64_positions(checkpoints):
+    """docs/using.md: the status line counts down the last 64 positions before the session's cap."""
+    from explorer.ui.views import ExplorerState, status_line
+
+    loaded = explorer.load_model(str(checkpoints["gpt2"]), progress=False)
+    prompt = len(explorer.GenerationSession(loaded, "The quick brown fox").token_ids)
+    cap = prompt + 66
+    session = explorer.GenerationSession(loaded, "The quick brown fox", max_positions=cap)
+    state = ExplorerState("tiny", session)
+    assert "room for" not in status_line(state)  # 66 left: not yet
+    session.force(5)
+    session.force(5)  # 64 left (token 5 is not the end token)
+    assert f"room for 64 more of the {cap} positions" in status_line(state)
+    while len(session.token_ids) < cap:
+        session.force(5)
+    assert f"the session is full ({cap} positions): Undo or Reset" in status_line(state)
+
+
+@pytest.mark.parametrize(
+    ("family", "setting", "says"),
+    [
+        ("llama", {"rope_parameters": {"rope_type": "linear", "factor": 2.0}}, "RoPE scaling 'linear' is not"),
+        ("llama", {"rope_parameters": None, "rope_scaling": {"type": "dynamic"}}, "RoPE scaling 'dynamic' is not"),
+        ("gemma3_text", {"final_logit_softcapping": 30.0}, "sets final_logit_softcapping, not supported yet"),
+        ("gemma3_text", {"attn_logit_softcapping": 50.0}, "sets attn_logit_softcapping, not supported yet"),
+    ],
+)
+def test_what_cannot_be_read_is_refused_by_name(checkpoints, family, setting, says):
+    """docs/architecture.md: RoPE scaling and Gemma's soft-capping are refused by name."""
+    import json
+
+    from explorer.loading import ModelLoadError, families
+
+    config = json.loads((checkpoints[family] / "config.json").read_text()) | setting
+    with pytest.raises(ModelLoadError, match=re.escape(says)):
+        families.convert(config, {})
