@@ -8,7 +8,7 @@ import torch
 
 import explorer
 from explorer.analysis import cost, lens, proof, roles, snapshot
-from explorer.model import ModelConfig
+from explorer.model import ATTENTION, ModelConfig
 from explorer.session import InputError
 
 
@@ -151,7 +151,21 @@ def test_head_roles_of_a_model_have_every_layer_and_head(models, family):
     assert ("alignment" in result.scores) == (family == "marian")
     assert len(result.tags) == c.n_layers and all(len(r) == c.n_heads for r in result.tags)
     assert all(v.min() >= 0 and v.max() <= 1 + 1e-6 for v in result.scores.values())
-    assert "layer 0, head 0" in result.summary(0, 0)
+    previous = result.scores["previous token"][0, 0]
+    assert result.summary(0, 0).startswith(f"layer 0, head 0: previous token {previous:.2f}")
+    # Recomputed from a full pass's own attention: each row's entropy (queries from 2 on) and, for
+    # the translator, alignment = the share of rows whose most-read source word does not move
+    # back x the mean weight of that word.
+    trace = session.full_pass(ATTENTION).trace
+    for layer in range(c.n_layers):
+        probs = trace.self_attention(layer)[0].float().numpy()[:, 2:]  # (heads, T - 2, T)
+        entropy = -(probs * np.log(np.clip(probs, 1e-12, 1))).sum(-1).mean(-1)
+        np.testing.assert_allclose(result.entropy[layer], entropy, atol=1e-4)
+        if family == "marian":
+            cross = trace.cross_attention(layer)[0].float().numpy()  # (heads, T, S)
+            peaks = cross.argmax(-1)
+            expected = [np.mean(np.diff(p) >= 0) * cross[h].max(-1).mean() for h, p in enumerate(peaks)]
+            np.testing.assert_allclose(result.scores["alignment"][layer], expected, atol=1e-5)
 
 
 def test_head_roles_need_a_few_tokens(models):
