@@ -149,3 +149,34 @@ def test_a_session_replaced_after_generates_last_step_still_gets_the_last_word(c
     st.start(st.model_name, new)
     (last,) = [*run]
     assert len(last["strip"]) == len(new.token_ids) and "layer" in last
+
+
+def test_generate_sends_the_figures_at_most_every_half_second_and_after_the_last_step(checkpoints, monkeypatch):
+    """docs/using.md: Generate streams every step's strip and status, and the figures (and the
+    candidates) at most every FIGURES_EVERY_S, and after its last step. Timed on a clock that
+    moves 0.2 s each time the callback reads it."""
+    import itertools
+    import types
+
+    import explorer
+    from explorer.session import GenerationSession
+    from explorer.ui import events
+
+    now = [0.0]
+
+    def clock():
+        now[0] += 0.2
+        return now[0]
+
+    monkeypatch.setattr(events, "time", types.SimpleNamespace(perf_counter=clock))
+    loaded = explorer.load_model(str(checkpoints["gpt2"]))
+    st = ExplorerState(str(checkpoints["gpt2"]))
+    st.start(st.model_name, GenerationSession(loaded, "The quick brown fox"))
+    sent = [(now[0], "candidates" in views) for views in events.on_generate(st, 12, "The quick brown fox", False,
+                                                                            True, 0.0, 0, 1.0, 0)]  # fmt: skip
+    assert events.FIGURES_EVERY_S == 0.5 and len(sent) >= 12
+    with_figures = [t for t, figures in sent if figures]
+    assert with_figures[0] == sent[0][0]  # the first step draws them
+    # between the first and the last word (which always has them), half a second at least
+    assert all(later - earlier >= 0.5 for earlier, later in itertools.pairwise(with_figures[:-1]))
+    assert len(with_figures) < len(sent) and sent[-1][1]  # not every step, and the last word has them
