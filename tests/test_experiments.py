@@ -68,6 +68,7 @@ def test_copying_collapses_without_the_induction_heads(smollm2):
         f"{strongest} (scores {[round(float(scores[h]), 2) for h in strongest]}), {without_others:.2f} without "
         f"{unremarkable} (scores {[round(float(scores[h]), 3) for h in unremarkable]})"
     )
-    assert clean >= 0.5
-    assert without_induction <= 0.5 * clean
-    assert without_others >= clean - 0.1
+    # docs/tests.md's figures, as stated there: 0.62 clean, 0.21 without heads 18.6, 17.4 and 17.3,
+    # 0.59 without three unremarkable heads
+    assert set(strongest) == {(18, 6), (17, 4), (17, 3)}
+    assert abs(clean - 0.62) < 0.015 and abs(without_induction - 0.21) < 0.015 and abs(without_others - 0.59) < 0.015
