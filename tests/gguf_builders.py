@@ -69,7 +69,8 @@ def random_q4_k(rows: int, cols: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def write_tiny_gguf(path: Path, arch: str, quant: str = "Q8_0", seed: int = 0) -> Path:
-    """A tiny ``arch`` model in ``quant`` ("Q8_0", "Q4_K" or "F32") at ``path``."""
+    """A tiny ``arch`` model in ``quant`` ("Q8_0", "Q4_K", "Q4_0", "Q4_1", "Q5_0", "F16", "BF16" or
+    "F32") at ``path``."""
     import gguf
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -95,11 +96,11 @@ def write_tiny_gguf(path: Path, arch: str, quant: str = "Q8_0", seed: int = 0) -
     for name, w in tensors(arch, len(tokenizer), rng).items():
         if w.ndim == 1 or quant == "F32":
             writer.add_tensor(name, w)
-        elif quant == "Q8_0":
-            q8 = gguf.GGMLQuantizationType.Q8_0
-            writer.add_tensor(name, gguf.quants.quantize(w, q8), raw_dtype=q8)
-        else:
+        elif quant == "Q4_K":  # gguf cannot quantize to Q4_K: random blocks, dequantized alike by both readers
             writer.add_tensor(name, random_q4_k(*w.shape, rng), raw_dtype=gguf.GGMLQuantizationType.Q4_K)
+        else:  # Q8_0, Q4_0, Q4_1, Q5_0, F16, BF16: gguf's own quantizer
+            kind = gguf.GGMLQuantizationType[quant]
+            writer.add_tensor(name, gguf.quants.quantize(w, kind), raw_dtype=kind)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

@@ -15,7 +15,9 @@ from tests.test_cache import check_cache_parity
 TOL = 1e-4
 TEXT = "The quick brown fox: def add(a, b) in 2017."
 FILES = [("llama", "Q8_0"), ("llama", "Q4_K"), ("qwen2", "Q8_0"), ("qwen2", "Q4_K"), ("qwen3", "Q8_0"),
-         ("gemma3", "Q8_0"), ("gemma3", "Q4_K"), ("phi3", "Q8_0")]  # fmt: skip
+         ("gemma3", "Q8_0"), ("gemma3", "Q4_K"), ("phi3", "Q8_0"),
+         # the other types the docs name: Q4_1 is the embedded SmolLM2's own
+         ("llama", "Q4_0"), ("llama", "Q4_1"), ("llama", "Q5_0"), ("llama", "F16"), ("llama", "BF16")]  # fmt: skip
 FAMILY = {"gemma3": "gemma3_text"}
 
 
