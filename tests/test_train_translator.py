@@ -78,6 +78,18 @@ def test_the_training_script_runs_end_to_end_on_a_tiny_configuration(tmp_path):
     assert len(saved["alignment_by_layer"]) == 2
     assert "Reproduce" in (out / "README.md").read_text()
 
+    # --evaluate-only recomputes every figure from the weights, with the settings it was trained with
+    (out / "README.md").unlink()
+    again = subprocess.run(
+        [sys.executable, "scripts/train_translator.py", "--evaluate-only", f"--out={out}"], cwd=ASSETS.parent,
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr[-2000:]
+    recomputed = json.loads((out / "metrics.json").read_text())
+    for figure in ("exact_match", "exact_match_by_category", "chrf", "alignment_by_layer", "small_numbers"):
+        assert recomputed[figure] == saved[figure], figure
+    assert recomputed["train_minutes"] == saved["train_minutes"] and "Reproduce" in (out / "README.md").read_text()
+
     reference = MarianMTModel.from_pretrained(out, attn_implementation="eager").eval()
     loaded = explorer.load_model(str(out))
     src = torch.tensor([loaded.tokenizer("twenty-one")["input_ids"]])
