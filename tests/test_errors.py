@@ -149,3 +149,61 @@ def test_the_server_runs_one_event_per_core_and_refuses_past_256_waiting(monkeyp
     assert demo._queue.default_concurrency_limit == 3 and demo._queue.max_size == app.QUEUE_SIZE == 256
     # Gradio's run history would rewrite every step's figures into localStorage on each Step.
     assert kwargs["run_history"] is False
+
+
+def test_the_queue_really_runs_one_event_per_core_and_refuses_past_its_size(monkeypatch):
+    """``app.start``'s queue on a real server: told two events at once and room for one waiting,
+    four at once run two at a time (Gradio's own default is one), one waits, and the fourth is
+    refused ("Queue is full"). (The app's demo is replaced by one slow event; the queue is the app's.)"""
+    import threading
+    import time
+
+    import gradio as gr
+    from gradio_client import Client
+
+    from explorer.ui import app
+    from tests.browser.conftest import free_port
+
+    release, running, most = threading.Event(), [0], [0]
+    lock = threading.Lock()
+
+    def slow(text):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        release.wait(30)
+        with lock:
+            running[0] -= 1
+        return text
+
+    def one_slow_event():
+        with gr.Blocks() as demo:
+            box = gr.Textbox()
+            box.submit(slow, box, box, api_name="slow")
+        return demo
+
+    monkeypatch.setenv("GRADIO_ANALYTICS_ENABLED", "False")
+    monkeypatch.setenv(app.CONCURRENCY_ENV, "2")
+    monkeypatch.setattr(app, "QUEUE_SIZE", 1)
+    monkeypatch.setattr(app, "build_demo", one_slow_event)
+    monkeypatch.setattr(app.native_memory, "serve_memory_back", lambda: None)
+    demo = app.start(server_name="127.0.0.1", server_port=free_port())
+    try:
+        client = Client(demo.local_url, verbose=False)
+        jobs = [client.submit(f"text {i}", api_name="/slow") for i in range(4)]
+        deadline = time.time() + 30
+        while not (any(job.done() for job in jobs) and most[0] == 2):  # one refused, two running
+            assert time.time() < deadline, [job.status().code for job in jobs]
+            time.sleep(0.05)
+        release.set()
+        outcomes = []
+        for i, job in enumerate(jobs):
+            try:
+                outcomes.append(job.result(timeout=30) == f"text {i}")
+            except Exception as error:  # gradio_client's QueueError
+                outcomes.append(f"refused: {error}")
+        refused = [o for o in outcomes if o is not True]
+        assert len(refused) == 1 and "Queue is full" in refused[0] and most[0] == 2
+    finally:
+        release.set()
+        demo.close()
