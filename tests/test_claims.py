@@ -4,6 +4,7 @@ that makes it true, so that changing one without the other fails here."""
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 from pathlib import Path
 
@@ -103,3 +104,21 @@ def test_what_cannot_be_read_is_refused_by_name(checkpoints, family, setting, sa
     config = json.loads((checkpoints[family] / "config.json").read_text()) | setting
     with pytest.raises(ModelLoadError, match=re.escape(says)):
         families.convert(config, {})
+
+
+def test_an_exported_page_is_about_5_mb_and_attention_past_4_million_weights_is_averaged(checkpoints):
+    """docs/using.md: the web page carries plotly.js (~5 MB) and opens offline; attention past
+    4 million weights a kind keeps the average of the heads."""
+    from explorer.analysis import export
+    from explorer.analysis.export_html import export_html
+
+    loaded = explorer.load_model(str(checkpoints["gpt2"]), progress=False)
+    session = explorer.GenerationSession(loaded, "The quick brown fox")
+    session.step()
+    page = export_html("tiny", session)
+    assert 4.0e6 < len(page.encode()) < 6.0e6 and "<script src=" not in page  # plotly inside, nothing fetched
+    assert export.MAX_CELLS == 4_000_000 == inspect.signature(export_html).parameters["max_cells"].default
+    c, n = session.config, len(session.token_ids)
+    everything = c.n_layers * (c.n_heads + 1) * n * n  # every head and their mean
+    assert export.attention_exports(session, max_cells=everything)[0].choices == ["mean", *map(str, range(c.n_heads))]
+    assert export.attention_exports(session, max_cells=everything - 1)[0].choices == ["mean"]
