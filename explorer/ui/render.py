@@ -36,6 +36,12 @@ def step_views() -> tuple[str, ...]:
 
 
 @functools.cache
+def stepped_names() -> frozenset[str]:
+    """``step_views`` as a set, made once: render filters every step's figures by it."""
+    return frozenset(step_views())
+
+
+@functools.cache
 def model_view_names() -> tuple[str, ...]:
     """What only a new model changes. Layout blocks (a tab, a column) are model views only: with a
     block among its outputs, every change of an event's progress makes Gradio's page read the value
@@ -59,7 +65,7 @@ def render(st: ExplorerState, *, full: bool = False, with_figures: bool = True) 
         "kept": kept_value(st),
     }
     if with_figures:
-        stepped = set(step_views())
+        stepped = stepped_names()
         out |= {"candidates": views.candidate_rows(st.session)}
         out |= {name: view for name, view in tab_figures(st).items() if name in stepped}
     if full:

@@ -58,7 +58,7 @@ def convert(hf_config: dict, hf_state: State) -> tuple[ModelConfig, State]:
         raise ModelLoadError(
             f"model type {family!r} is not supported; the explorer reads {', '.join(sorted(FAMILIES))} checkpoints"
         )
-    read_config, rename_weights = FAMILIES[family].read_config, FAMILIES[family].rename_weights
+    read_config = FAMILIES[family].read_config
     try:
         config = read_config(ConfigJson(hf_config))
     except (TypeError, ValueError) as error:
@@ -67,7 +67,7 @@ def convert(hf_config: dict, hf_state: State) -> tuple[ModelConfig, State]:
         where = f"{read_config.__module__}.{read_config.__qualname__}"
         log.exception("reading a %s config.json failed: a malformed file, or a bug in %s", family, where)
         raise ModelLoadError(f"this {family} config.json is malformed ({type(error).__name__}: {error})") from error
-    return config, without_tied_head(rename_weights(hf_state, config), config)
+    return config, without_tied_head(FAMILIES[family].rename_weights(hf_state, config), config)
 
 
 def without_tied_head(state: State, config: ModelConfig) -> State:

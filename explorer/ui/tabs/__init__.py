@@ -61,6 +61,11 @@ def tab_named(tab_id: str) -> Tab:
     return next(t for t in TABS if t.id == tab_id)
 
 
+def tab_of_module(module: str) -> Tab:
+    """The entry of the tab that ``explorer/ui/tabs/<module>.py`` lays out (``__name__`` works too)."""
+    return next(t for t in TABS if t.module == module.rsplit(".", 1)[-1])
+
+
 def shown_tab(tab_id: str, translator: bool) -> str:
     """``tab_id`` if the page shows that tab for this kind of model, else the first tab."""
     entry = next((t for t in TABS if t.id == tab_id), None)

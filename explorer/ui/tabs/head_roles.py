@@ -82,5 +82,5 @@ def on_test_head(st, method) -> Updates:
     layer, head = switch_off.chosen_head(st)
     st.switched_off = ablation.SwitchedOff(frozenset({(layer, head)}), method=method)
     st.keep("ablation", ablation.ablate(st.session, st.switched_off))
-    st.tab = "ablation"
-    return {"tabs": gr.Tabs(selected="ablation"), "switched_off": st.switched_off.text(), **tab_views(st)}
+    st.tab = switch_off.TAB_ID
+    return {"tabs": gr.Tabs(selected=st.tab), "switched_off": st.switched_off.text(), **tab_views(st)}

@@ -11,6 +11,7 @@ from explorer.ui import insights, views
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, shown_plot
 from explorer.ui.tab import require, tab_event
+from explorer.ui.tabs import tab_of_module
 from explorer.ui.tabs.parts import beside_explanation
 from explorer.ui.views import ExplorerState
 from explorer.ui.wiring import Wiring
@@ -28,6 +29,7 @@ crossed out in red wherever heads are drawn. Your session is not changed."""
 # The box of what to switch off is not among the tab's figures: a choice typed while the tab
 # opened would be overwritten; the callbacks that change it set it.
 FIGURES = ("ablation_info", "ablation_plot")
+TAB_ID = tab_of_module(__name__).id  # where Head roles' "Test it" opens its result
 
 
 def layout(page: Page) -> None:
