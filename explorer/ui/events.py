@@ -61,6 +61,7 @@ def on_generate(st, limit, *settings):
     figures_sent_at = float("-inf")
     figures_behind = False  # the screen's figures show an earlier step than the session
     running = None  # the session this run steps
+    steps = 0
     try:
         with st.lock if st is not None else contextlib.nullcontext():
             st, fresh = current(st, *settings)
@@ -71,6 +72,7 @@ def on_generate(st, limit, *settings):
                 if st.session is not running or running.finished or st.stop_requested:
                     break
                 STEPS.step(st.session)  # in a batch with other users' steps: a Generate starves no one
+                steps += 1
                 st.query = None
                 due = time.perf_counter() - figures_sent_at >= FIGURES_EVERY_S or st.session.finished
                 views_now = render(st, full=fresh and i == 0, with_figures=due)
@@ -85,6 +87,9 @@ def on_generate(st, limit, *settings):
     finally:  # also when Gradio cancels the run (Stop)
         if st is not None:
             st.generating = False
+        # The run's last word in the log: the browser tests wait for it (not for a fixed time)
+        # before they check that nothing steps on.
+        log.info("Generate ended after %d steps", steps)
     if running is None or st.session is None:
         return
     with st.lock:  # the last step's figures, or the new session's views if it was replaced (even after the last step)

@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+APP_LOG = ARTIFACTS / "app.log"  # the shared app's log (tests/browser/conftest.py)
+
+
+def generate_runs_ended() -> int:
+    """How many Generate runs the shared app has ended: each logs its end, cancelled or not."""
+    return APP_LOG.read_text().count("Generate ended after") if APP_LOG.exists() else 0
+
+
+def wait_generate_ended(before: int, timeout: float = 60) -> None:
+    """Until the app logs the end of one more Generate run than ``before``: from then on no
+    Generate of this page can step, so a strip that stays as it is proves nothing stepped on."""
+    deadline = time.time() + timeout
+    while generate_runs_ended() <= before:
+        assert time.time() < deadline, "the app never logged the end of the Generate run"
+        time.sleep(0.1)  # polling the app's log for the event, not waiting for a time
 
 
 def tokens(page) -> list[str]:

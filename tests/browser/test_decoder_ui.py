@@ -7,6 +7,7 @@ import pytest
 from tests.browser.helpers import (  # fmt: skip
     choose_head,
     choose_layer,
+    generate_runs_ended,
     idle,
     plot,
     shot,
@@ -14,6 +15,7 @@ from tests.browser.helpers import (  # fmt: skip
     tick_labels_fit,
     tokens,
     type_prompt,
+    wait_generate_ended,
     wait_plot_rows,
     wait_plot_title,
     wait_query_at,
@@ -225,11 +227,12 @@ def test_generate_streams_and_stops(page):
         "n => document.querySelectorAll('#token-strip .token').length >= n", arg=n_prompt + 25
     )
     shown = len(tokens(page))
+    runs_ended = generate_runs_ended()
     page.click("#stop")
     # Stop says that it ended the run (not the end token, not the limit), and where.
     page.wait_for_function("() => document.querySelector('#status').innerText.includes('Stop ended Generate')")
+    wait_generate_ended(runs_ended)  # the run is over on the server: nothing can step on
     idle(page)
-    page.wait_for_timeout(3000)  # a Generate still running would have stepped on by now
     stopped = len(tokens(page))
     assert f"{stopped} tokens" in status(page) and "ended the text" not in status(page)
     assert shown <= stopped < n_prompt + 256

@@ -12,6 +12,7 @@ import pytest
 from explorer.ui.app import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
 from tests.browser.conftest import wait_ready
 from tests.browser.helpers import (
+    generate_runs_ended,
     idle,
     plot,
     shot,
@@ -19,6 +20,7 @@ from tests.browser.helpers import (
     tick_labels_fit,
     tokens,
     type_prompt,
+    wait_generate_ended,
     wait_plot_title,
     wait_token_count,
 )
@@ -56,13 +58,14 @@ def test_a_model_switch_stops_generate(page):
     limit.fill("256")
     limit.press("Enter")
     n = len(tokens(page))
+    runs_ended = generate_runs_ended()
     page.click("#generate")
     wait_token_count(page, n + 3)
     choose_model(page, TRANSLATOR)
     page.wait_for_selector("#source-strip .token")
+    wait_generate_ended(runs_ended)  # the SmolLM2 run is over on the server: nothing can step on
     idle(page)
     shown = tokens(page)
-    page.wait_for_timeout(4000)  # a Generate still running would have stepped ~30 times by now
     assert tokens(page) == shown == ["<pad>"]
     assert "0 generated" in status(page)
 
@@ -79,7 +82,10 @@ def test_a_model_switch_brings_the_other_kinds_example_once(page):
     assert "".join(source).replace("·", " ").removesuffix("</s>").strip() == TRANSLATOR_EXAMPLES[0].lower()
     assert selected_tab(page) == "Cross-attention"
     wait_plot_title(page, "cross-attention", "Cross-attention, layer 0")
-    page.wait_for_timeout(1500)  # a second event, were one sent, would have been sent by now
+    # A click elsewhere blurs the dropdown (where a second event would be sent) and queues a step
+    # after anything the switch sent: once the step is drawn, every call the switch made is in.
+    page.click("#step")
+    wait_token_count(page, 2)
     assert len(calls) == 1
     shot(page, "newcomer-switch-to-translator")
 
