@@ -68,6 +68,25 @@ def test_steps_wait_together_up_to_a_batch(monkeypatch, env):
     assert batching.MAX_BATCH == 32 and all(dep.concurrency_limit == expected for dep in steps)
 
 
+@pytest.mark.parametrize("secret", [None, "an operator's own key"])
+def test_the_kept_session_is_encrypted_with_the_browser_secret(monkeypatch, secret):
+    """docs/serving.md: what the browser keeps is encrypted with DECODER_EXPLORER_BROWSER_SECRET,
+    or with a built-in key that outlives a restart (two builds, as two processes would, agree).
+    tests/browser/test_reload.py checks that what the browser holds is not the session in clear."""
+    import gradio as gr
+
+    from explorer.ui import app
+
+    if secret is None:
+        monkeypatch.delenv(app.SECRET_ENV, raising=False)
+    else:
+        monkeypatch.setenv(app.SECRET_ENV, secret)
+    kept = [[b for b in app.build_demo().blocks.values() if isinstance(b, gr.BrowserState)] for _ in range(2)]
+    assert [len(states) for states in kept] == [2, 2]  # the session and the lessons done
+    secrets = {state.secret for states in kept for state in states}
+    assert secrets == {secret or app.browser_secret()} and len(next(iter(secrets))) >= 16
+
+
 def test_the_status_line_counts_down_the_last_64_positions(checkpoints):
     """docs/using.md: the status line counts down the last 64 positions before the session's cap."""
     from explorer.ui.views import ExplorerState, status_line

@@ -69,6 +69,8 @@ def same_session(page, expected_tokens, expected_forced) -> None:
 def test_a_reload_brings_the_same_session_back(page):
     make_a_session(page)
     before, forced = tokens(page), forced_marks(page)
+    held = page.evaluate("() => localStorage.getItem('decoder-explorer-session')")
+    assert len(held) > 100 and "cat" not in held and "tokens" not in held  # kept encrypted, not in clear
     page.reload()
     wait_ready(page)
     same_session(page, before, forced)
@@ -94,6 +96,34 @@ def test_a_server_restart_between_two_page_loads_loses_nothing(browser):
         page.goto(url)
         wait_ready(page)
         same_session(page, before, forced)
+        # The server kept no copy: a browser without one (a new profile) starts a new session.
+        other = browser.new_context(viewport={"width": 1280, "height": 800})
+        fresh = other.new_page()
+        fresh.goto(url)
+        wait_ready(fresh)
+        idle(fresh)
+        assert "0 generated" in status(fresh) and fresh.locator("#prompt textarea").input_value() != PROMPT
+        other.close()
+    context.close()
+
+
+def test_a_reload_brings_back_the_tab_that_changed_last(browser, app_url):
+    """docs/serving.md: two tabs of one browser share its storage; a reload shows the one that
+    changed last."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    first, second = context.new_page(), context.new_page()
+    for tab, text in ((first, "The first tab's own words"), (second, "Words the second tab typed")):
+        tab.set_default_timeout(120_000)
+        tab.goto(app_url)
+        wait_ready(tab)
+        type_prompt(tab, text)
+        tab.click("#step")
+        tab.wait_for_function("() => document.querySelector('#status').innerText.includes('1 generated')")
+        idle(tab)
+    first.reload()
+    wait_ready(first)
+    first.wait_for_function("() => document.querySelector('#status').innerText.includes('1 generated')")
+    assert first.locator("#prompt textarea").input_value() == "Words the second tab typed"
     context.close()
 
 
