@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
 
 import explorer
 from explorer.analysis import cost, lens, proof, roles
@@ -38,13 +40,28 @@ def test_a_session_and_its_views_run_on_every_family(checkpoints, family):
     check = proof.parallel_check(session)
     assert check.max_logit_difference <= 1e-4 and check.max_attention_difference <= 1e-5 and check.same_predictions
     n = len(session.token_ids)
-    flops = cost.step_flops(loaded.config, n, use_cache=True, source_positions=len(session.source_ids))
-    assert flops.total > 0 and dict(cost.architecture_rows(loaded.config, cost.parameter_count(loaded.model)))
+    assert dict(cost.architecture_rows(loaded.config, cost.parameter_count(loaded.model)))
+    for use_cache in (True, False):
+        assert_step_flops_are_what_torch_counts(loaded, session.token_ids, use_cache)
     measured = session.cache_bytes
     formula = cost.kv_cache_bytes(loaded.config, n, 4, len(session.source_ids))
     assert measured == formula  # each family's own key/value heads and head size
     attention = session.self_attention(n_layers - 1)
     assert attention.shape == (loaded.config.n_heads, n, n) and np.allclose(attention.sum(-1), 1, atol=1e-5)
+
+
+def assert_step_flops_are_what_torch_counts(loaded, token_ids, use_cache):
+    """cost.step_flops equals, to the FLOP, what torch's FlopCounterMode counts in the next step.
+    The fused attention kernel's work is invisible to the counter on CPU, so the step runs with
+    PyTorch's MATH attention (written out as matrix products, which it counts)."""
+    session = explorer.GenerationSession(loaded, "twenty-one on March 3, 2021", use_cache=use_cache)
+    while len(session.token_ids) < len(token_ids):  # as long a sequence (the FLOPs do not depend on which tokens)
+        session.step()
+    positions = len(session.token_ids) + 1
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        session.step()
+    expected = cost.step_flops(loaded.config, positions, use_cache, source_positions=len(session.source_ids))
+    assert counter.get_total_flops() == expected.total, (use_cache, counter.get_flop_counts()["Global"], expected)
 
 
 def assert_role_scores_are_the_mean_weights_where_each_role_looks(session, head_roles):
