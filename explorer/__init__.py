@@ -7,6 +7,7 @@
 >>> session.self_attention(layer=0).shape  # (heads, T, T)
 """
 
+from explorer import cache_policies
 from explorer.analysis.cache_modes import CacheComparison, compare_cache_modes
 from explorer.experiments import Intervention, ablate_heads, ablate_sublayer, patch, tap_values
 from explorer.loading import LoadedModel, ModelEntry, ModelLoadError, list_models, load_model
@@ -16,5 +17,5 @@ from explorer.session import GenerationSession, InputError, SessionFinished, Ste
 __all__ = [
     "CacheComparison", "ContextWindowError", "GenerationSession", "InputError", "Intervention", "LoadedModel",
     "ModelEntry", "ModelLoadError", "SessionFinished", "StepResult", "ablate_heads", "ablate_sublayer",
-    "compare_cache_modes", "list_models", "load_model", "patch", "tap_values",
+    "cache_policies", "compare_cache_modes", "list_models", "load_model", "patch", "tap_values",
 ]  # fmt: skip

@@ -64,10 +64,11 @@ def step_together(
 
 def can_join_batch(session: GenerationSession) -> bool:
     """Whether the session's next step may run in a batch with other sessions': a cached one-token
-    step, under no intervention, of a model without relative positions (each row of a batch would
+    step, under no intervention and the full cache, of a model without relative positions (each row of a batch would
     need its own bias: T5 steps alone)."""
     relative = session.config.positions == "relative"
-    return session.use_cache and session.cache is not None and not session.interventions and not relative
+    plain = session.use_cache and session.cache is not None and not session.interventions and not session.under_policy
+    return plain and not relative
 
 
 def _step_group(group: list[GenerationSession], stats: BatchStats | None = None) -> list[StepResult | Exception]:

@@ -150,8 +150,11 @@ class MultiHeadAttention(nn.Module):
         q, keys, values = self.q(q), self.k(kv.keys), self.v(kv.values)
         mask = self._mask(n_queries, kv.length, x_q.device) if causal else None  # (Tq, Tk)
         run = current_run()
-        if run is not None and (run.touches(self.scores) or run.touches(self.probs)):  # the formula, written out
-            z, _ = attention(q, keys, values, mask, self.scale, bias, self.scores, self.probs)
+        wants_probs = kv.on_attention is not None  # a cache policy that scores keys by attention (H2O)
+        if wants_probs or (run is not None and (run.touches(self.scores) or run.touches(self.probs))):
+            z, probs = attention(q, keys, values, mask, self.scale, bias, self.scores, self.probs)  # the formula
+            if wants_probs:
+                kv.on_attention(probs)
         else:  # the same numbers, no (Tq x Tk) matrix in memory
             z = attention_kernels.fused(q, keys, values, mask, self.scale, bias, self.window)
         z = self.z(z)  # (B, heads, Tq, hd)

@@ -12,6 +12,7 @@ whole cache, while a class of sessions wastes little memory.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -32,6 +33,9 @@ class LayerKV:
 
     keys: torch.Tensor  # (batch, kv_heads, positions, head_dim)
     values: torch.Tensor  # (batch, kv_heads, positions, head_dim)
+    # A cache that must see the new queries' attention weights (H2O's scores) is handed them,
+    # (batch, heads, Tq, positions), once attention is computed.
+    on_attention: Callable[[torch.Tensor], None] | None = None
 
     @property
     def length(self) -> int:

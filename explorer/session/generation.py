@@ -22,6 +22,8 @@ import torch
 from explorer.errors import InputError
 from explorer.loading import LoadedModel
 from explorer.model import ATTENTION, NOTHING, ContextWindowError, KVCache, Output, Record, Trace
+from explorer.model.cache_policy import CachePolicy, PolicyError
+from explorer.model.policy_cache import PolicyCache
 from explorer.model.taps import Intervention, flat_interventions
 from explorer.model.trace import residual_stream_names
 from explorer.sampling import SamplingSettings, choose_token
@@ -51,6 +53,7 @@ class GenerationSession:
         n_top: int = 10,
         max_positions: int | None = None,
         interventions: Sequence[Intervention] = (),
+        cache_policy: CachePolicy | None = None,
     ) -> None:
         self.loaded = loaded
         self.model = loaded.model
@@ -67,6 +70,11 @@ class GenerationSession:
         # What every pass of this session changes at the model's taps (a branch: with_interventions).
         self.interventions = flat_interventions(interventions)
         self.use_cache = use_cache and not self.needs_whole_passes
+        # Which keys and values the cache keeps, and how precisely (explorer.cache_policies).
+        self.cache_policy = cache_policy if cache_policy is not None else CachePolicy()
+        if self.under_policy:
+            self._check_policy(use_cache)
+            self.record = NOTHING  # the attention store reads keys in position order; a policy's slots are not
         self.cache: KVCache | None = None
         self.steps: list[StepResult] = []
         self.timings: list[StepTiming] = []
@@ -91,8 +99,42 @@ class GenerationSession:
         self._token_texts = piece_texts(self.tokenizer, self.token_ids)  # kept in step with token_ids
         self._source_texts = piece_texts(self.tokenizer, self.source_ids)
         if self.use_cache:
-            self.cache = self.model.new_cache()
+            self.cache = self.new_cache()
         self.prefill_ms = self._process(self.prompt_length)
+
+    # ------------------------------------------------------------------ the cache and its policy
+    @property
+    def under_policy(self) -> bool:
+        """Whether the cache evicts or quantizes (not the full cache)."""
+        return self.cache_policy.evicts or self.cache_policy.bits is not None
+
+    def _check_policy(self, use_cache: bool) -> None:
+        if not isinstance(self.cache_policy, CachePolicy):
+            raise InputError(f"A cache policy comes from explorer.cache_policies, not {self.cache_policy!r}.")
+        if self.interventions:
+            raise InputError(
+                "A cache policy and interventions do not mix: a branch compares with its parent under the "
+                "full cache. Remove the interventions, or use the full cache."
+            )
+        if not use_cache:
+            raise InputError("A cache policy applies to the cache: turn the cache on.")
+        try:
+            self.cache_policy.check(self.config)
+        except PolicyError as error:
+            raise InputError(str(error)) from None
+
+    def new_cache(self) -> KVCache:
+        """An empty cache under this session's policy."""
+        if self.under_policy:
+            return PolicyCache(self.config.n_layers, self.cache_policy)
+        return self.model.new_cache()
+
+    def rebuild_cache(self) -> None:
+        """Run every token again into a new cache (an evicted entry cannot be taken back: undo
+        under a policy replays the tokens kept)."""
+        self.cache = self.new_cache()
+        self.attention.truncate(0)
+        self._process(len(self.token_ids))
 
     # ------------------------------------------------------------------ input
     @property
@@ -137,16 +179,36 @@ class GenerationSession:
 
     def _process(self, n_new: int) -> float:
         """Run the model so that the last ``n_new`` tokens are processed, and take in what it gave
-        (the next distribution, their attention rows). Returns the pass's milliseconds."""
-        output, elapsed_ms = self.pass_over_newest(n_new)
-        self.absorb(output.logits[0, -1], output.trace, n_new)
-        return elapsed_ms
+        (the next distribution, their attention rows). Returns the passes' milliseconds."""
+        total_ms = 0.0
+        for start, end in self._passes(len(self.token_ids) - n_new, len(self.token_ids)):
+            output, elapsed_ms = self.pass_over(start, end)
+            total_ms += elapsed_ms
+        self.absorb(output.logits[0, -1], output.trace, end - start)
+        return total_ms
+
+    def _passes(self, first: int, end: int) -> list[tuple[int, int]]:
+        """The passes that process tokens ``first`` .. ``end - 1``: one, but under an evicting
+        policy one while the cache has room for them all, then one a token (each new key may evict
+        another before the next query reads the cache)."""
+        budget = self.cache_policy.budget if self.use_cache else None
+        room = end - first if budget is None else max(0, budget - self.cache.length)
+        if room >= end - first:
+            return [(first, end)]
+        together = [(first, first + room)] if room else []
+        return together + [(i, i + 1) for i in range(first + room, end)]
 
     def pass_over_newest(self, n_new: int) -> tuple[Output, float]:
-        """The session's pass that processes its last ``n_new`` tokens, and its milliseconds: with
-        the cache, over those tokens only; without it, over the whole sequence again."""
-        ids = self.token_ids[-n_new:] if self.use_cache else self.token_ids
-        return timed(lambda: self._forward(self.ids_tensor(ids), record=self.step_record(n_new)), self.model_device)
+        """The session's pass that processes its last ``n_new`` tokens, and its milliseconds."""
+        return self.pass_over(len(self.token_ids) - n_new, len(self.token_ids))
+
+    def pass_over(self, start: int, end: int) -> tuple[Output, float]:
+        """The pass that processes tokens ``start`` .. ``end - 1``, and its milliseconds: with the
+        cache (holding the tokens before ``start``), over those tokens only; without it, over the
+        whole sequence to ``end`` again."""
+        ids = self.token_ids[start:end] if self.use_cache else self.token_ids[:end]
+        record = self.step_record(end - start)
+        return timed(lambda: self._forward(self.ids_tensor(ids), record=record), self.model_device)
 
     def step_record(self, n_new: int) -> Record:
         """What a pass processing ``n_new`` tokens keeps. A one-token cached pass also keeps its
@@ -259,24 +321,35 @@ class GenerationSession:
         """Switch the cache; the tokens so far are kept (turning it on fills the cache once)."""
         if use_cache == self.use_cache:
             return
+        if self.under_policy:
+            raise InputError(f"The cache is under a policy ({self.cache_policy.label()}): choose the full cache first.")
         if use_cache and self.needs_whole_passes:
             raise InputError("A mean ablation needs every position in each pass: this branch runs without the cache.")
         self.use_cache = use_cache
         if not use_cache:
             self.cache = None
             return
-        self.cache = self.model.new_cache()
+        self.cache = self.new_cache()
         self._forward(self.ids_tensor(self.token_ids))  # fills the cache
 
     # ------------------------------------------------------------------ attention views (attention_store.py)
     def self_attention(self, layer: int, first: int = 0, last: int | None = None) -> np.ndarray:
         """(heads, queries, T) decoder self-attention of the queries at positions first .. last - 1
         (by default every position: (heads, T, T)), computed now from the kept queries and keys."""
+        self._require_attention_kept()
         return self.attention.self_attention(layer, first, last)
 
     def query_attention(self, position: int) -> np.ndarray:
         """(layers, heads, position + 1) what the token at ``position`` read, in every layer."""
+        self._require_attention_kept()
         return self.attention.query_attention(position, len(self.token_ids))
+
+    def _require_attention_kept(self) -> None:
+        if self.under_policy:
+            raise InputError(
+                f"Under a cache policy ({self.cache_policy.label()}) the session keeps no attention rows yet: "
+                "the heatmaps show the full cache's. Start a session on the full cache to see them."
+            )
 
     def cross_attention(self, layer: int) -> np.ndarray:
         """(heads, T, S) cross-attention of every target token over the source."""
@@ -313,7 +386,7 @@ class GenerationSession:
         settings = dict(
             use_cache=self.use_cache, chat=self.chat, record_attention="qk" in self.record,
             max_positions=self.max_positions, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, seed=s.seed,
-            interventions=self.interventions,
+            interventions=self.interventions, cache_policy=self.cache_policy,
         )  # fmt: skip
         text = changes.pop("text", self.text)
         return GenerationSession(self.loaded, text, **(settings | changes))

@@ -86,7 +86,9 @@ class Step:
     def rollback(self) -> None:
         """Undo what the step began: its token, and whatever the failed pass put in the cache."""
         del self.session.token_ids[self._length :]
-        if self._cached is not None:
+        if self.session.under_policy:  # what the pass evicted is gone: the kept tokens are run again
+            self.session.rebuild_cache()
+        elif self._cached is not None:
             self.session.cache.truncate(self._cached)
 
 
@@ -129,6 +131,9 @@ def undo_last(session: GenerationSession) -> None:
     session.steps.pop()
     session.timings.pop()
     kept = len(session.token_ids) - 1
+    if session.under_policy:  # an evicted entry cannot be taken back: the tokens kept are run again
+        session.rebuild_cache()
+        return
     session.attention.truncate(kept)
     if session.cache is not None:
         session.cache.truncate(kept)

@@ -1,0 +1,169 @@
+"""Cache policies: which keys and values the KV cache keeps, and how precisely, with what each
+costs against the full cache.
+
+    from explorer import cache_policies as cp
+    session = explorer.GenerationSession(loaded, text, cache_policy=cp.sinks(4, 64))
+    session.cache_bytes                                   # what the buffers really hold
+    cp.perplexity(loaded, text, cp.window(64), start=68)  # teacher-forced, positions >= start scored
+    cp.budget_curve(loaded, text, budgets=(32, 64, 128, 256))
+
+The definitions are in ``explorer/model/cache_policy.py``, the cache that applies them in
+``explorer/model/policy_cache.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from explorer.errors import InputError
+from explorer.loading import LoadedModel
+from explorer.model.cache_policy import (
+    CachePolicy,
+    HeavyHitters,
+    KeyNorm,
+    PolicyError,
+    Quantized,
+    Sinks,
+    Window,
+)
+from explorer.model.policy_cache import PolicyCache
+
+__all__ = [
+    "CachePolicy", "CurveRow", "PolicyError", "budget_curve", "full", "heavy_hitters", "key_norm", "perplexity",
+    "quantized", "sinks", "token_log_probs", "window",
+]  # fmt: skip
+
+
+def full() -> CachePolicy:
+    """Every key and value, in full precision."""
+    return CachePolicy()
+
+
+def window(size: int) -> Window:
+    """A query reads the last ``size`` positions, its own included."""
+    return Window(size)
+
+
+def sinks(n_sinks: int, size: int) -> Sinks:
+    """StreamingLLM: the first ``n_sinks`` positions and the last ``size``."""
+    return Sinks(n_sinks, size)
+
+
+def heavy_hitters(heavy: int, recent: int) -> HeavyHitters:
+    """H2O: the ``heavy`` keys of most accumulated attention and the last ``recent`` positions."""
+    return HeavyHitters(heavy, recent)
+
+
+def key_norm(size: int) -> KeyNorm:
+    """kvpress's KnormPress: the ``size`` keys of smallest L2 norm (per key/value head)."""
+    return KeyNorm(size)
+
+
+def quantized(bits: int = 8, group: int = 32, recent: int = 16, under: CachePolicy | None = None) -> Quantized:
+    """KIVI: old keys per channel and values per token as ``bits``-bit integers in groups of
+    ``group``, the newest ``recent`` tokens (and up to ``group - 1`` more) in full precision."""
+    if under is not None and (under.evicts or under.bits):
+        raise PolicyError("Quantization under an eviction policy is not offered yet: quantize the whole cache.")
+    return Quantized(bits, group, recent)
+
+
+def _text_ids(loaded: LoadedModel, text: str | Sequence[int]) -> list[int]:
+    if loaded.config.is_encoder_decoder:
+        raise InputError("Perplexity is measured on a decoder-only model (a translator's text needs its source).")
+    ids = list(text) if not isinstance(text, str) else loaded.tokenizer(text, add_special_tokens=False)["input_ids"]
+    if len(ids) > loaded.config.max_positions:
+        raise InputError(
+            f"The text has {len(ids):,} tokens, more than the model's window of {loaded.config.max_positions:,}."
+        )
+    return ids
+
+
+def token_log_probs(loaded: LoadedModel, ids: Sequence[int], policy: CachePolicy) -> torch.Tensor:
+    """(T - 1,) log p(ids[t + 1] | ids[: t + 1]) under ``policy``, teacher-forced as generation
+    runs it: the full cache in one pass; an evicting cache in one pass while it has room, then
+    one token a pass; a quantized one a token a pass (each query reads the older ones quantized)."""
+    return teacher_forced(loaded, ids, policy)[0]
+
+
+@torch.inference_mode()
+def teacher_forced(loaded: LoadedModel, ids: Sequence[int], policy: CachePolicy) -> tuple[torch.Tensor, int]:
+    """``token_log_probs`` and the bytes the cache holds at the end."""
+    policy.check(loaded.config)
+    c, model = loaded.config, loaded.model
+    tokens = torch.tensor([list(ids)], device=next(model.parameters()).device)  # (1, T)
+    n = tokens.shape[1]
+    if not (policy.evicts or policy.bits):
+        logits = model(tokens).logits[0]  # (T, vocab)
+        held = 2 * c.n_layers * c.n_kv_heads * c.head_dim * n * next(model.parameters()).element_size()
+    else:
+        cache = PolicyCache(c.n_layers, policy)
+        first = min(policy.budget, n) if policy.evicts else 1
+        bounds = [(0, first)] + [(i, i + 1) for i in range(first, n)]
+        logits = torch.cat([model(tokens[:, a:b], cache=cache).logits[0] for a, b in bounds])  # (T, vocab)
+        held = cache.nbytes
+    return logits[:-1].float().log_softmax(-1).gather(1, tokens[0, 1:, None])[:, 0], held
+
+
+def perplexity(loaded: LoadedModel, text: str | Sequence[int], policy: CachePolicy, start: int = 1) -> float:
+    """exp of the mean negative log-likelihood of the tokens at positions >= ``start``, each
+    predicted from the ones before it under ``policy``."""
+    ids = _text_ids(loaded, text)
+    if isinstance(start, bool) or not isinstance(start, int) or not 1 <= start < len(ids):
+        raise InputError(f"start must be a position from 1 to {len(ids) - 1} (the text has {len(ids)} tokens).")
+    log_probs = token_log_probs(loaded, ids, policy)  # log_probs[t - 1] predicts position t
+    return math.exp(-float(log_probs[start - 1 :].mean()))
+
+
+@dataclass(frozen=True)
+class CurveRow:
+    policy: str  # the policy's kind: "full", "window", "sinks", "heavy_hitters", "key_norm", "int8", "int4"
+    label: str
+    budget: int | None  # keys a query reads at most; None: all
+    bytes: int  # what the cache holds at the text's end
+    perplexity: float
+
+
+def curve_policies(budgets: Iterable[int], head_dim: int, n_sinks: int = 4) -> list[CachePolicy]:
+    """The policies of a budget curve: the full cache, then per budget a window, sinks + window,
+    H2O (half heavy, half recent) and key norm; then int8 and int4 over the whole cache (groups
+    of 32, or of the largest divisor of the head size below it)."""
+    policies: list[CachePolicy] = [full()]
+    for b in budgets:
+        policies += [window(b), sinks(n_sinks, b - n_sinks), heavy_hitters(b // 2, b - b // 2), key_norm(b)]
+    group = math.gcd(32, head_dim)
+    return [*policies, quantized(8, group), quantized(4, group)]
+
+
+def budget_curve(
+    loaded: LoadedModel, text: str | Sequence[int], budgets: Sequence[int] = (32, 64, 128, 256),
+    start: int | None = None, n_sinks: int = 4,
+) -> list[CurveRow]:  # fmt: skip
+    """Teacher-forced perplexity of ``text`` under each policy at each budget, against the full
+    cache: positions >= ``start`` are scored (by default past the largest budget, where every
+    policy has begun to evict)."""
+    ids = _text_ids(loaded, text)
+    budgets = [check_budget(b, len(ids), n_sinks) for b in budgets]
+    start = max(budgets) + 1 if start is None else start
+    if isinstance(start, bool) or not isinstance(start, int) or not 1 <= start < len(ids):
+        raise InputError(f"start must be a position from 1 to {len(ids) - 1} (the text has {len(ids)} tokens).")
+    rows = []
+    for policy in curve_policies(budgets, loaded.config.head_dim, n_sinks):
+        log_probs, held = teacher_forced(loaded, ids, policy)
+        score = math.exp(-float(log_probs[start - 1 :].mean()))
+        rows.append(CurveRow(policy.name, policy.label(), policy.budget, held, score))
+    return rows
+
+
+def check_budget(budget: object, n_tokens: int, n_sinks: int = 0) -> int:
+    """A budget as a user may give it: a whole number above the sinks and below the text's length."""
+    if isinstance(budget, bool) or not isinstance(budget, int):
+        raise InputError(f"A budget is a whole number of positions, not {budget!r}.")
+    if budget <= n_sinks:
+        raise InputError(f"A budget of {budget} leaves no room past the {n_sinks} sinks: give more than {n_sinks}.")
+    if budget >= n_tokens:
+        raise InputError(f"A budget of {budget} holds the whole text ({n_tokens} tokens): nothing would be evicted.")
+    return budget

@@ -1,0 +1,207 @@
+"""A cache under a policy (``cache_policy``): what it holds is really all it holds.
+
+- An evicting policy keeps each layer's entries in ``budget`` slots. Until they are full, a new
+  entry takes the next slot; then it takes the slot of the entry its policy evicts (per key/value
+  head). Nothing is ever shifted or copied: a step writes one slot, whatever the length, and
+  attention reads the slots in any order (a single new query has no mask: every held key is its
+  past). Each slot remembers the position its entry was written at, rotary keys keep the angle of
+  that position, and the next token's position is the count of tokens seen, not of entries held.
+- A quantized cache keeps every entry: the newest ``recent`` to ``recent + group - 1`` tokens in
+  full precision, the older ones, a group of ``group`` tokens at a time, as integers: keys per
+  channel (one scale and minimum per channel for the group's tokens), values per token (one per
+  ``group`` numbers of each token). Attention reads them dequantized.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .cache import KVCache, LayerKV
+from .cache_policy import CachePolicy, HeldEntries, PolicyError
+
+
+def quantize(x: torch.Tensor, bits: int, dim: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Asymmetric min-max quantization of ``x``, one scale and minimum along ``dim`` (kept as 1):
+    ``x ≈ ints * scale + minimum`` with ints in 0 .. 2**bits - 1 (uint8)."""
+    minimum = x.amin(dim=dim, keepdim=True)
+    scale = (x.amax(dim=dim, keepdim=True) - minimum) / (2**bits - 1)
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))  # a constant group: any scale is exact
+    ints = ((x - minimum) / scale).round().clamp(0, 2**bits - 1).to(torch.uint8)
+    return ints, scale, minimum
+
+
+def pack4(ints: torch.Tensor) -> torch.Tensor:
+    """Two 4-bit integers per byte along the last dimension (even index in the low nibble)."""
+    return ints[..., 0::2] | (ints[..., 1::2] << 4)
+
+
+def unpack4(packed: torch.Tensor) -> torch.Tensor:
+    return torch.stack([packed & 0xF, packed >> 4], dim=-1).flatten(-2)
+
+
+class _EvictingKV:
+    """One layer's keys and values in ``budget`` slots, with the position and the accumulated
+    attention of each (batch 1)."""
+
+    def __init__(self, policy: CachePolicy, like: torch.Tensor) -> None:
+        _, kv_heads, _, head_dim = like.shape
+        self.policy, self.budget = policy, policy.budget
+        self.keys = like.new_zeros((1, kv_heads, self.budget, head_dim))
+        self.values = like.new_zeros((1, kv_heads, self.budget, head_dim))
+        self.positions = torch.full((kv_heads, self.budget), -1, dtype=torch.int64, device=like.device)
+        self.scores = torch.zeros((kv_heads, self.budget), device=like.device)  # (kv_heads, slots)
+        self.used = 0  # slots filled
+        self.seen = 0  # positions written (the next one's position)
+
+    def append(self, keys: torch.Tensor, values: torch.Tensor) -> LayerKV:
+        """Write the new positions (1, kv_heads, n, hd); return what the new queries read."""
+        n = keys.shape[2]
+        if n > 1 and self.used + n > self.budget:
+            raise ValueError("an evicting cache takes one position per pass once it is full")
+        for i in range(n):
+            self._write(keys[:, :, i : i + 1], values[:, :, i : i + 1])
+        held = LayerKV(self.keys[:, :, : self.used], self.values[:, :, : self.used])
+        if self.policy.needs_attention:
+            held.on_attention = self._add_scores
+        return held
+
+    def _write(self, key: torch.Tensor, value: torch.Tensor) -> None:
+        kv_heads = self.keys.shape[1]
+        if self.used < self.budget:
+            slots = torch.full((kv_heads,), self.used, device=key.device)
+            self.used += 1
+        else:
+            held = HeldEntries(self.positions, self.keys[0], self.scores)
+            slots = self.policy.victims(held, self.seen)  # (kv_heads,)
+        index = slots.view(1, kv_heads, 1, 1).expand_as(key)
+        self.keys.scatter_(2, index, key)
+        self.values.scatter_(2, index, value)
+        self.positions.scatter_(1, slots[:, None], self.seen)
+        self.scores.scatter_(1, slots[:, None], 0.0)
+        self.seen += 1
+
+    def _add_scores(self, probs: torch.Tensor) -> None:
+        """H2O: each held key adds the weight every new query gave it, summed over its GQA group."""
+        _, heads, n_queries, n_keys = probs.shape  # (1, heads, Tq, used)
+        kv_heads = self.keys.shape[1]
+        grouped = probs[0].float().view(kv_heads, heads // kv_heads, n_queries, n_keys)
+        self.scores[:, :n_keys] += grouped.sum(dim=(1, 2))
+
+    def held_positions(self) -> torch.Tensor:
+        """(kv_heads, used) the positions held, in slot order."""
+        return self.positions[:, : self.used]
+
+    @property
+    def nbytes(self) -> int:
+        return 2 * self.keys[:, :, : self.used].numel() * self.keys.element_size()
+
+
+class _QuantizedKV:
+    """One layer's keys and values, all positions, the old ones as integers (batch 1)."""
+
+    def __init__(self, bits: int, group: int, recent: int, like: torch.Tensor) -> None:
+        self.bits, self.group, self.recent = bits, group, recent
+        self.dtype = like.dtype
+        empty = like[:, :, :0]  # (1, kv_heads, 0, hd)
+        self.tail_keys, self.tail_values = empty, empty  # full precision, the newest tokens
+        self.stored: dict[str, torch.Tensor] = {}  # ints, scales and minimums of the quantized groups
+        self.quantized = 0  # tokens held as integers
+
+    def append(self, keys: torch.Tensor, values: torch.Tensor) -> LayerKV:
+        """Hold the new positions (1, kv_heads, n, hd); return what this pass's queries read: what
+        was held before, as stored, and the new positions in full precision (as KIVI's prefill)."""
+        before = self.read()
+        read = LayerKV(torch.cat([before.keys, keys], dim=2), torch.cat([before.values, values], dim=2))
+        self.tail_keys = torch.cat([self.tail_keys, keys], dim=2)
+        self.tail_values = torch.cat([self.tail_values, values], dim=2)
+        while self.tail_keys.shape[2] >= self.recent + self.group:  # the oldest group leaves the tail
+            self._store_group(self.tail_keys[:, :, : self.group], self.tail_values[:, :, : self.group])
+            self.tail_keys, self.tail_values = self.tail_keys[:, :, self.group :], self.tail_values[:, :, self.group :]
+        return read
+
+    def _store_group(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """Keys (1, kv_heads, G, hd) per channel: min and max over the G tokens; values per token:
+        over each ``group`` numbers of a token."""
+        k_ints, k_scale, k_min = quantize(keys.float(), self.bits, dim=2)  # scale (1, kv, 1, hd)
+        v_ints, v_scale, v_min = quantize(self._value_groups(values.float()), self.bits, dim=-1)
+        parts = {"k_ints": self._packed(k_ints), "k_scale": k_scale.to(self.dtype), "k_min": k_min.to(self.dtype),
+                 "v_ints": self._packed(v_ints.flatten(-2)), "v_scale": v_scale.to(self.dtype),
+                 "v_min": v_min.to(self.dtype)}  # fmt: skip
+        for name, part in parts.items():  # a concatenation every G tokens: O(T / G) a step on average
+            self.stored[name] = torch.cat([self.stored[name], part], dim=2) if name in self.stored else part
+        self.quantized += self.group
+
+    def _value_groups(self, values: torch.Tensor) -> torch.Tensor:
+        """(1, kv, T, hd) -> (1, kv, T, hd / G, G): each token's numbers in groups of G."""
+        return values.unflatten(-1, (-1, self.group))
+
+    def _packed(self, ints: torch.Tensor) -> torch.Tensor:
+        return pack4(ints) if self.bits == 4 else ints
+
+    def _unpacked(self, ints: torch.Tensor) -> torch.Tensor:
+        return unpack4(ints) if self.bits == 4 else ints
+
+    def read(self) -> LayerKV:
+        """Every position, dequantized (the old ones) and in full (the tail)."""
+        if not self.quantized:
+            return LayerKV(self.tail_keys, self.tail_values)
+        s = self.stored
+        n_groups = self.quantized // self.group
+        k_ints = self._unpacked(s["k_ints"]).unflatten(2, (n_groups, self.group))  # (1, kv, groups, G, hd)
+        keys = k_ints * s["k_scale"].unsqueeze(3) + s["k_min"].unsqueeze(3)
+        v_ints = self._value_groups(self._unpacked(s["v_ints"]))  # (1, kv, T, hd / G, G)
+        values = (v_ints * s["v_scale"] + s["v_min"]).flatten(-2)
+        keys, values = keys.flatten(2, 3).to(self.dtype), values.to(self.dtype)
+        return LayerKV(torch.cat([keys, self.tail_keys], dim=2), torch.cat([values, self.tail_values], dim=2))
+
+    @property
+    def seen(self) -> int:
+        return self.quantized + self.tail_keys.shape[2]
+
+    @property
+    def nbytes(self) -> int:
+        tail = self.tail_keys.nbytes + self.tail_values.nbytes
+        return tail + sum(part.nbytes for part in self.stored.values())
+
+
+class PolicyCache(KVCache):
+    """A ``KVCache`` whose self-attention entries follow ``policy`` (cross-attention keys and
+    values of a translator's source are kept whole: they are read by every step)."""
+
+    def __init__(self, n_layers: int, policy: CachePolicy) -> None:
+        super().__init__(n_layers)
+        if not (policy.evicts or policy.bits):
+            raise PolicyError("the full cache is the plain KVCache")
+        self.policy = policy
+        self._layers: list[_EvictingKV | _QuantizedKV | None] = [None] * n_layers
+
+    @property
+    def length(self) -> int:
+        """Positions seen so far: the next token's position (not the count of entries held)."""
+        first = self._layers[0]
+        return 0 if first is None else first.seen
+
+    def append(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> LayerKV:
+        entry = self._layers[layer]
+        if entry is None:
+            p = self.policy
+            entry = _EvictingKV(p, keys) if p.evicts else _QuantizedKV(p.bits, p.group, p.recent, keys)
+            self._layers[layer] = entry
+        return entry.append(keys, values)
+
+    def truncate(self, length: int) -> None:
+        if length != self.length:
+            raise ValueError("an evicted or quantized entry cannot be taken back: rebuild the cache")
+
+    def held_positions(self, layer: int) -> torch.Tensor:
+        """(kv_heads, held) the positions layer ``layer`` holds (slot order; every position when quantized)."""
+        entry = self._layers[layer]
+        if entry is None:
+            return torch.zeros((0, 0), dtype=torch.int64)
+        if isinstance(entry, _EvictingKV):
+            return entry.held_positions()
+        return torch.arange(entry.seen).expand(entry.tail_keys.shape[1], -1)
+
+    @property
+    def self_attn_bytes(self) -> int:
+        return sum(e.nbytes for e in self._layers if e is not None)

@@ -1,0 +1,271 @@
+"""Cache policies (issue 29) against transformers as the oracle.
+
+The reference below is written apart from explorer/model/cache_policy.py: it steps transformers'
+own model one token at a time, keeps its own list of which position each cached entry holds, picks
+the entry to drop by the paper's rule from what transformers computed (its attention weights for
+H2O, its cached keys for key norm), and cuts transformers' cache to the same entries before the
+next token. Our session must hold the same positions and give the same logits.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import explorer
+from explorer import cache_policies as cp
+from explorer.model.policy_cache import PolicyCache
+
+PROMPT = "Attention sinks keep the first tokens: a window alone forgets them, and the text goes astray."
+N_STEPS = 24
+
+
+def hf_model(folder):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+
+
+def reference_victim(policy, positions: list[int], scores: list[float], norms: list[float], new: int) -> int:
+    """The index (in transformers' cache order) of the entry the paper's rule drops for position ``new``."""
+    candidates = range(len(positions))
+    if isinstance(policy, cp.Window):  # the oldest
+        return min(candidates, key=lambda i: positions[i])
+    if isinstance(policy, cp.Sinks):  # the oldest past the sinks
+        return min((i for i in candidates if positions[i] >= policy.sinks), key=lambda i: positions[i])
+    if isinstance(policy, cp.HeavyHitters):  # least attention received, outside the last R positions
+        return min((i for i in candidates if positions[i] <= new - policy.recent), key=lambda i: scores[i])
+    if isinstance(policy, cp.KeyNorm):  # the largest key; of keys equal in norm (to 1e-5), the oldest
+        largest = max(norms)
+        return min((i for i in candidates if norms[i] >= largest * (1 - 1e-5)), key=lambda i: positions[i])
+    raise AssertionError(policy)
+
+
+class Reference:
+    """transformers' model stepped a token at a time, its cache cut by the reference rule."""
+
+    def __init__(self, folder, policy, n_layers: int, kv_heads: int) -> None:
+        from transformers import DynamicCache
+
+        self.model, self.policy, self.cache = hf_model(folder), policy, DynamicCache()
+        self.positions = [[[] for _ in range(kv_heads)] for _ in range(n_layers)]  # per layer, per kv head
+        self.scores = [[[] for _ in range(kv_heads)] for _ in range(n_layers)]
+
+    @torch.no_grad()
+    def step(self, token: int, position: int) -> torch.Tensor:
+        """Process ``token`` at ``position``; returns the next-token logits (vocab,)."""
+        if self.positions[0][0] and len(self.positions[0][0]) == self.policy.budget:
+            self._cut(position)
+        out = self.model(
+            input_ids=torch.tensor([[token]]), cache=self.cache, position_ids=torch.tensor([[position]]),
+            cache_position=torch.tensor([position]), output_attentions=True, use_cache=True,
+        )  # fmt: skip
+        for layer, probs in enumerate(out.attentions):  # (1, heads, 1, held)
+            heads_per_kv = probs.shape[1] // len(self.positions[layer])
+            for h, (held, scores) in enumerate(zip(self.positions[layer], self.scores[layer], strict=True)):
+                held.append(position)
+                scores.append(0.0)
+                received = probs[0, h * heads_per_kv : (h + 1) * heads_per_kv, 0].sum(0)  # summed over the group
+                for i in range(len(scores)):
+                    scores[i] += float(received[i])
+        return out.logits[0, -1]
+
+    def _cut(self, new: int) -> None:
+        for layer, cached in enumerate(self.cache.layers):
+            norms = cached.keys[0].norm(dim=-1)  # (kv_heads, held)
+            keep_keys, keep_values = [], []
+            for h, (held, scores) in enumerate(zip(self.positions[layer], self.scores[layer], strict=True)):
+                drop = reference_victim(self.policy, held, scores, norms[h].tolist(), new)
+                kept = [i for i in range(len(held)) if i != drop]
+                keep_keys.append(cached.keys[0, h, kept])
+                keep_values.append(cached.values[0, h, kept])
+                del held[drop], scores[drop]
+            cached.keys, cached.values = torch.stack(keep_keys)[None], torch.stack(keep_values)[None]
+
+
+POLICIES = {
+    "window": cp.window(12),
+    "sinks": cp.sinks(3, 9),
+    "heavy_hitters": cp.heavy_hitters(6, 6),
+    "key_norm": cp.key_norm(12),
+}
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2", "qwen2", "gpt_neox"])
+@pytest.mark.parametrize("name", list(POLICIES))
+def test_a_policy_keeps_what_the_paper_keeps_and_gives_transformers_logits(checkpoints, family, name):
+    policy = POLICIES[name]
+    loaded = explorer.load_model(str(checkpoints[family]), progress=False)
+    session = explorer.GenerationSession(loaded, PROMPT, cache_policy=policy)
+    c = loaded.config
+    reference = Reference(checkpoints[family], policy, c.n_layers, c.n_kv_heads)
+    for position, token in enumerate(session.token_ids):
+        logits = reference.step(token, position)
+    for _ in range(N_STEPS):
+        assert (session.next_logits() - logits).abs().max() <= 1e-4
+        token = session.step().token_id
+        logits = reference.step(token, len(session.token_ids) - 1)
+        for layer in range(c.n_layers):
+            held = session.cache.held_positions(layer)  # (kv_heads, held)
+            expected = [sorted(p) for p in reference.positions[layer]]
+            assert [sorted(row) for row in held.tolist()] == expected
+    assert session.cache_bytes == 2 * c.n_layers * c.n_kv_heads * c.head_dim * policy.budget * 4
+    # The policy did evict: some head, in some layer, no longer holds what a window would.
+    assert len(session.token_ids) > policy.budget + 20
+
+
+def equivalent_mask(policy, n: int) -> torch.Tensor:
+    """(n, n) True where query i reads key j under a window or sinks + window."""
+    i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    recent = (j <= i) & (j > i - (policy.size if isinstance(policy, cp.Window) else policy.window))
+    return recent | ((j < policy.sinks) & (j <= i)) if isinstance(policy, cp.Sinks) else recent
+
+
+@pytest.mark.parametrize("policy", [cp.window(10), cp.sinks(2, 8)], ids=["window", "sinks"])
+def test_window_and_sinks_equal_a_full_pass_under_the_equivalent_mask(checkpoints, policy):
+    """Teacher-forced log-probabilities under the policy (our cache, a token a pass once full)
+    equal transformers' one parallel pass whose mask lets each query read what the cache holds."""
+    loaded = explorer.load_model(str(checkpoints["llama"]), progress=False)
+    ids = loaded.tokenizer(PROMPT * 2, add_special_tokens=False)["input_ids"][:80]
+    ours = cp.token_log_probs(loaded, ids, policy)
+    mask = equivalent_mask(policy, len(ids))
+    float_mask = torch.zeros(mask.shape).masked_fill(~mask, float("-inf"))[None, None]  # (1, 1, T, T)
+    with torch.no_grad():
+        logits = hf_model(checkpoints["llama"])(torch.tensor([ids]), attention_mask=float_mask).logits[0]
+    theirs = logits[:-1].log_softmax(-1).gather(1, torch.tensor(ids[1:])[:, None])[:, 0]
+    assert (ours - theirs).abs().max() <= 1e-4
+    full = cp.token_log_probs(loaded, ids, cp.full())
+    assert (ours[: policy.budget - 1] - full[: policy.budget - 1]).abs().max() <= 1e-4  # the same until it evicts
+    assert (ours[policy.budget :] - full[policy.budget :]).abs().max() > 1e-3  # then not
+
+
+# ---------------------------------------------------------------- quantization (KIVI)
+
+
+def reference_quantize_dequantize(x: torch.Tensor, bits: int, over: int) -> torch.Tensor:
+    """Min-max: q = round((x - min) / scale), scale = (max - min) / (2**bits - 1), both along ``over``."""
+    low, high = x.amin(over, keepdim=True), x.amax(over, keepdim=True)
+    scale = (high - low) / (2**bits - 1)
+    scale = torch.where(scale == 0, torch.ones_like(scale), scale)
+    return ((x - low) / scale).round().clamp(0, 2**bits - 1) * scale + low
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_a_quantized_cache_holds_the_keys_per_channel_and_the_values_per_token(bits):
+    group, recent, kv_heads, head_dim, n = 4, 3, 2, 8, 19
+    torch.manual_seed(0)
+    keys, values = torch.randn(1, kv_heads, n, head_dim), torch.randn(1, kv_heads, n, head_dim)
+    cache = PolicyCache(1, cp.quantized(bits, group, recent))
+    for t in range(n):
+        cache.append(0, keys[:, :, t : t + 1], values[:, :, t : t + 1])
+    read = cache.append(0, keys[:, :, :0], values[:, :, :0])  # what a pass would read now
+    stored = 16  # groups of 4 leave the tail while it holds recent + group: 19 - 16 = 3 stay in full
+    expected_keys, expected_values = keys.clone(), values.clone()
+    for g in range(0, stored, group):
+        expected_keys[:, :, g : g + group] = reference_quantize_dequantize(keys[:, :, g : g + group], bits, over=2)
+    by_token = values[:, :, :stored].reshape(1, kv_heads, stored, head_dim // group, group)
+    expected_values[:, :, :stored] = reference_quantize_dequantize(by_token, bits, over=4).flatten(-2)
+    assert torch.allclose(read.keys, expected_keys, atol=1e-6) and torch.allclose(
+        read.values, expected_values, atol=1e-6
+    )
+    assert torch.equal(read.keys[:, :, stored:], keys[:, :, stored:])  # the recent ones exact
+    assert not torch.equal(read.keys[:, :, :stored], keys[:, :, :stored])
+    # Bytes: integers (two a byte at 4 bits), a scale and a minimum per group, the tail in float32.
+    ints = 2 * kv_heads * stored * head_dim * bits // 8
+    key_scales = 2 * kv_heads * (stored // group) * head_dim * 4
+    value_scales = 2 * kv_heads * stored * (head_dim // group) * 4
+    tail = 2 * kv_heads * (n - stored) * head_dim * 4
+    assert cache.nbytes == ints + key_scales + value_scales + tail
+
+
+def test_a_quantized_session_steps_and_saves_memory(checkpoints):
+    loaded = explorer.load_model(str(checkpoints["llama"]), progress=False)
+    full = explorer.GenerationSession(loaded, PROMPT)
+    int8 = explorer.GenerationSession(loaded, PROMPT, cache_policy=cp.quantized(8, group=8, recent=4))
+    for _ in range(10):
+        full.step(), int8.step()
+    assert int8.cache_bytes < 0.6 * full.cache_bytes
+    kl = torch.nn.functional.kl_div(
+        int8.next_logits().log_softmax(-1), full.next_logits().log_softmax(-1), log_target=True, reduction="sum"
+    )
+    assert 0 < float(kl) < 1e-2
+
+
+# ---------------------------------------------------------------- bad input, every family
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: cp.window(0), "at least 1"),
+        (lambda: cp.window(-3), "at least 1"),
+        (lambda: cp.window("64"), "whole number"),
+        (lambda: cp.window(12.5), "whole number"),
+        (lambda: cp.sinks(4, 0), "at least 1"),
+        (lambda: cp.heavy_hitters(True, 4), "whole number"),
+        (lambda: cp.quantized(bits=3), "8 or 4 bits"),
+        (lambda: cp.quantized(bits=8, under=cp.sinks(4, 64)), "not offered yet"),
+    ],
+)
+def test_a_bad_policy_is_refused_with_what_to_do(make, message):
+    with pytest.raises(cp.PolicyError, match=message):
+        make()
+
+
+def test_a_budget_is_checked_against_the_sinks_and_the_text(checkpoints):
+    loaded = explorer.load_model(str(checkpoints["llama"]), progress=False)
+    for budget, message in [(0, "no room past"), (4, "no room past"), (10_000, "holds the whole text"),
+                            ("64", "whole number"), (math.nan, "whole number")]:  # fmt: skip
+        with pytest.raises(explorer.InputError, match=message):
+            cp.budget_curve(loaded, PROMPT, budgets=(budget,))
+
+
+def test_a_policy_with_interventions_or_without_the_cache_is_refused(checkpoints):
+    loaded = explorer.load_model(str(checkpoints["llama"]), progress=False)
+    with pytest.raises(explorer.InputError, match="interventions do not mix"):
+        explorer.GenerationSession(
+            loaded, PROMPT, cache_policy=cp.window(8), interventions=explorer.ablate_heads({0: [1]})
+        )
+    with pytest.raises(explorer.InputError, match="turn the cache on"):
+        explorer.GenerationSession(loaded, PROMPT, cache_policy=cp.window(8), use_cache=False)
+    session = explorer.GenerationSession(loaded, PROMPT, cache_policy=cp.window(8))
+    with pytest.raises(explorer.InputError, match="no attention rows yet"):
+        session.self_attention(0)
+    with pytest.raises(explorer.InputError, match="full cache first"):
+        session.set_use_cache(False)
+
+
+FAMILIES = ["gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "opt", "gpt_neox", "gemma3_text",
+            "marian", "bart", "mbart", "t5", "flan_t5"]  # fmt: skip
+REFUSED = {"t5": "relative position bias", "flan_t5": "relative position bias", "gemma3_text": "sliding-window",
+           "mistral": "sliding-window"}  # fmt: skip
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_runs_a_policy_or_says_why_not(checkpoints, family):
+    loaded = explorer.load_model(str(checkpoints[family]), progress=False)
+    text = "twenty-one on March 3, 2021"
+    for policy in (
+        cp.sinks(2, 6),
+        cp.heavy_hitters(4, 4),
+        cp.quantized(8, group=math.gcd(4, loaded.config.head_dim), recent=2),
+    ):
+        if family in REFUSED and policy.evicts:
+            with pytest.raises(explorer.InputError, match=REFUSED[family]):
+                explorer.GenerationSession(loaded, text, cache_policy=policy)
+            continue
+        session = explorer.GenerationSession(loaded, text, cache_policy=policy)
+        full = explorer.GenerationSession(loaded, text)
+        for _ in range(12):
+            session.step()
+            full.step()
+        assert session.cache.length == full.cache.length == len(session.token_ids)
+        assert session.cache.self_attn_bytes < full.cache.self_attn_bytes
+        # A translator's cross-attention keys of the source are kept whole: eviction is of self-attention only.
+        assert session.cache.cross_attn_bytes == full.cache.cross_attn_bytes
+        session.undo()  # an evicted entry cannot come back: undo runs the kept tokens again
+        assert len(session.token_ids) == len(full.token_ids) - 1 and session.cache.length == len(session.token_ids)
+    assert np.isfinite(session.next_logits().numpy()).all()
