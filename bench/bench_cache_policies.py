@@ -20,12 +20,12 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
 
+ROOT = Path(__file__).resolve().parents[1]
 TEXT = ROOT / "assets" / "texts" / "declaration-of-independence.txt"
 
 

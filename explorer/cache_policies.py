@@ -14,13 +14,14 @@ The definitions are in ``explorer/model/cache_policy.py``, the cache that applie
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from explorer.errors import InputError
 from explorer.loading import LoadedModel
+from explorer.model import CacheBatch
 from explorer.model.cache_policy import (
     CachePolicy,
     HeavyHitters,
@@ -108,6 +109,36 @@ def teacher_forced(loaded: LoadedModel, ids: Sequence[int], policy: CachePolicy)
     return logits[:-1].float().log_softmax(-1).gather(1, tokens[0, 1:, None])[:, 0], held
 
 
+@torch.inference_mode()
+def teacher_forced_together(
+    loaded: LoadedModel, ids: Sequence[int], policies: Sequence[CachePolicy],
+    progress: Callable[[float], None] | None = None,
+) -> list[tuple[torch.Tensor, int]]:  # fmt: skip
+    """``teacher_forced`` for many policies at once: the full cache in one parallel pass, the
+    others stepped together, a token a pass with one row per policy (each row its own cache), so
+    that the model's weights are read once a token for all of them. ``progress`` hears the share done."""
+    for policy in policies:
+        policy.check(loaded.config)
+    results: list[tuple[torch.Tensor, int] | None] = [None] * len(policies)
+    stepped = [i for i, p in enumerate(policies) if p.evicts or p.bits]
+    for i in set(range(len(policies))) - set(stepped):
+        results[i] = teacher_forced(loaded, ids, policies[i])
+    if stepped:
+        caches = [PolicyCache(loaded.config.n_layers, policies[i]) for i in stepped]
+        batch, model = CacheBatch(caches), loaded.model
+        tokens = torch.tensor(list(ids), device=next(model.parameters()).device)  # (T,)
+        log_probs = torch.empty(len(stepped), len(ids) - 1)
+        for t in range(len(ids)):  # the last token too: the bytes held are those after the whole text
+            logits = model(tokens[t].expand(len(stepped), 1), cache=batch, last_only=True).logits[:, -1]  # (B, vocab)
+            if t + 1 < len(ids):
+                log_probs[:, t] = logits.float().log_softmax(-1)[:, ids[t + 1]]
+            if progress is not None:
+                progress((t + 1) / len(ids))
+        for row, i in enumerate(stepped):
+            results[i] = (log_probs[row], caches[row].nbytes)
+    return results
+
+
 def perplexity(loaded: LoadedModel, text: str | Sequence[int], policy: CachePolicy, start: int = 1) -> float:
     """exp of the mean negative log-likelihood of the tokens at positions >= ``start``, each
     predicted from the ones before it under ``policy``."""
@@ -140,7 +171,7 @@ def curve_policies(budgets: Iterable[int], head_dim: int, n_sinks: int = 4) -> l
 
 def budget_curve(
     loaded: LoadedModel, text: str | Sequence[int], budgets: Sequence[int] = (32, 64, 128, 256),
-    start: int | None = None, n_sinks: int = 4,
+    start: int | None = None, n_sinks: int = 4, progress: Callable[[float], None] | None = None,
 ) -> list[CurveRow]:  # fmt: skip
     """Teacher-forced perplexity of ``text`` under each policy at each budget, against the full
     cache: positions >= ``start`` are scored (by default past the largest budget, where every
@@ -150,9 +181,11 @@ def budget_curve(
     start = max(budgets) + 1 if start is None else start
     if isinstance(start, bool) or not isinstance(start, int) or not 1 <= start < len(ids):
         raise InputError(f"start must be a position from 1 to {len(ids) - 1} (the text has {len(ids)} tokens).")
+    policies = curve_policies(budgets, loaded.config.head_dim, n_sinks)
     rows = []
-    for policy in curve_policies(budgets, loaded.config.head_dim, n_sinks):
-        log_probs, held = teacher_forced(loaded, ids, policy)
+    for policy, (log_probs, held) in zip(
+        policies, teacher_forced_together(loaded, ids, policies, progress), strict=True
+    ):
         score = math.exp(-float(log_probs[start - 1 :].mean()))
         rows.append(CurveRow(policy.name, policy.label(), policy.budget, held, score))
     return rows

@@ -269,3 +269,20 @@ def test_every_family_runs_a_policy_or_says_why_not(checkpoints, family):
         session.undo()  # an evicted entry cannot come back: undo runs the kept tokens again
         assert len(session.token_ids) == len(full.token_ids) - 1 and session.cache.length == len(session.token_ids)
     assert np.isfinite(session.next_logits().numpy()).all()
+
+
+def test_the_budget_curve_steps_its_policies_together_as_each_would_alone(checkpoints):
+    """budget_curve runs every policy as a row of one batched pass a token; each row's
+    log-probabilities and bytes equal that policy's own run."""
+    loaded = explorer.load_model(str(checkpoints["llama"]), progress=False)
+    ids = loaded.tokenizer(PROMPT * 2, add_special_tokens=False)["input_ids"][:70]
+    policies = cp.curve_policies((8, 16), loaded.config.head_dim)
+    together = cp.teacher_forced_together(loaded, ids, policies)
+    for policy, (log_probs, held) in zip(policies, together, strict=True):
+        alone, held_alone = cp.teacher_forced(loaded, ids, policy)
+        assert (log_probs - alone).abs().max() <= 1e-4 and held == held_alone, policy.label()
+    rows = cp.budget_curve(loaded, ids, budgets=(8, 16))
+    assert [r.label for r in rows] == [p.label() for p in policies]
+    full = rows[0]
+    expected = math.exp(-float(together[1][0][16:].mean()))  # window 8, positions from 17 scored
+    assert rows[1].perplexity == pytest.approx(expected) and full.budget is None and full.bytes > rows[1].bytes

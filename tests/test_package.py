@@ -112,6 +112,8 @@ def test_the_installed_package_translates_with_its_own_assets(installed):
         "from explorer.ui import heatmap, layout\n"  # read heatmap.js and static/, package data too
         "package = pathlib.Path(explorer.__file__).parent\n"
         "assert 'site-packages' in str(package) and ASSETS.is_relative_to(package)\n"
+        "from explorer.ui.tabs.kv_cache import CURVE_TEXT\n"  # the lab's budget-curve text, package data too
+        "assert CURVE_TEXT.is_relative_to(package) and len(CURVE_TEXT.read_text()) > 8000\n"
         "session = explorer.GenerationSession(explorer.load_model('en-de-numbers', progress=False), 'twenty-one')\n"
         "while not session.finished: session.step()\n"
         "print(session.generated_text())\n"

@@ -39,8 +39,16 @@ def rows(q: torch.Tensor, kv_rows: list[LayerKV], scale: float | None, window: i
     if q.shape[2] != 1:
         raise ValueError("a batched step adds one token per row")
     reach = slice(-window, None) if window else slice(None)  # a sliding layer's last keys
-    out = [
-        fused(q[b : b + 1], row.keys[:, :, reach], row.values[:, :, reach], None, scale)
-        for b, row in enumerate(kv_rows)
-    ]
-    return torch.cat(out)
+    return torch.cat([_row(q[b : b + 1], row, reach, scale) for b, row in enumerate(kv_rows)])
+
+
+def _row(q: torch.Tensor, row: LayerKV, reach: slice, scale: float | None) -> torch.Tensor:
+    """(1, heads, 1, hd) one row's query over its cache; a cache that scores its keys by the
+    attention they receive (H2O) gets the weights, written out."""
+    if row.on_attention is None:
+        return fused(q, row.keys[:, :, reach], row.values[:, :, reach], None, scale)
+    from .attention import attention  # the formula (attention.py imports this module: imported here)
+
+    z, probs = attention(q, row.keys, row.values, None, scale)
+    row.on_attention(probs)
+    return z

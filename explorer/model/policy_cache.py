@@ -202,6 +202,11 @@ class PolicyCache(KVCache):
             return entry.held_positions()
         return torch.arange(entry.seen).expand(entry.tail_keys.shape[1], -1)
 
+    def quantized_positions(self, layer: int) -> int:
+        """How many of the first positions layer ``layer`` holds as integers (0 unless quantized)."""
+        entry = self._layers[layer]
+        return entry.quantized if isinstance(entry, _QuantizedKV) else 0
+
     @property
     def self_attn_bytes(self) -> int:
         return sum(e.nbytes for e in self._layers if e is not None)

@@ -1,17 +1,27 @@
 """KV cache: the milliseconds of every step, cache on or off, and the cache's size; Compare reruns
-the generation both ways and checks that the tokens are the same."""
+the generation both ways and checks that the tokens are the same. The lab below reruns the text
+under a cache policy (evict, keep the sinks, quantize) beside the full cache, and draws the budget
+curve of every policy on a shipped text."""
 
 from __future__ import annotations
 
+import math
+import threading
+
 import gradio as gr
 
+from explorer import cache_policies as cp
+from explorer.analysis.cache_lab import run_policy
 from explorer.analysis.cache_modes import compare_cache_modes
+from explorer.errors import InputError
+from explorer.loading.registry import ASSETS
 from explorer.ui import views
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, shown_plot
 from explorer.ui.tab import require, tab_event
 from explorer.ui.views import ExplorerState
 from explorer.ui.wiring import Wiring
+from explorer.viz import cache_lab as lab_figures
 
 KV_CACHE = """**Why the KV cache changes speed and not output.** A token's keys and values
 depend only on it and the tokens before it (the mask sees to that), so they never change
@@ -21,7 +31,30 @@ recomputes the whole sequence, so the time per step grows with the length too, a
 quadratically. The memory cost is 2 (keys and values) × layers × key/value heads × head size ×
 positions × 4 bytes. **Compare** reruns this generation both ways and checks the tokens."""
 
-FIGURES = ("timing_plot",)
+LAB = """**The lab: what if the cache kept less?** Long-context systems decide *which* keys and
+values to keep and *how precisely*. Choose a policy and a budget (the most keys a query reads,
+its own included), then **Run** it on this text: the text so far is read again under the policy
+beside the full cache. The grid shows what each layer holds after the last token; the chart, how
+far each step's next-token distribution moved (KL divergence) and where the top token changed,
+which is where greedy text under the policy would first depart. A window alone soon loses the
+first token, which many heads use as a resting place (an *attention sink*): keep a few first
+tokens and the damage mostly goes away (StreamingLLM). H2O keeps the keys that received the most
+attention; key norm keeps the smallest keys; KIVI stores old keys and values as 8- or 4-bit
+integers. **Budget curve** scores every policy at four budgets on a shipped text."""
+
+POLICIES = [
+    ("window: the last N positions", "window"),
+    ("sinks + window (StreamingLLM)", "sinks"),
+    ("heavy hitters + recent (H2O)", "heavy_hitters"),
+    ("smallest keys (key norm)", "key_norm"),
+    ("int8, every position (KIVI)", "int8"),
+    ("int4, every position (KIVI)", "int4"),
+]
+CURVE_TEXT = ASSETS / "texts" / "declaration-of-independence.txt"  # public domain (assets/texts/README.md)
+CURVE_TOKENS, CURVE_BUDGETS = 256, (16, 32, 64, 128)  # a minute of the embedded model on 2 cores
+MAX_BUDGET = 1024  # the session's cap
+
+FIGURES = ("timing_plot", "lab_grid", "lab_divergence")
 
 
 def layout(page: Page) -> None:
@@ -34,15 +67,141 @@ def layout(page: Page) -> None:
             )
         with gr.Column(scale=2, min_width=240):
             gr.Markdown(KV_CACHE, elem_classes="explain")
+    gr.Markdown("### KV-cache lab", elem_id="lab-heading")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3, min_width=300):
+            with gr.Row():
+                page.add(
+                    lab_policy=gr.Dropdown(POLICIES, value="sinks", label="Policy", elem_id="lab-policy"),
+                    lab_budget=gr.Number(64, precision=0, label="Budget (keys a query reads)", elem_id="lab-budget"),
+                    lab_sinks=gr.Number(4, precision=0, label="Sinks (first tokens kept)", elem_id="lab-sinks"),
+                )
+            with gr.Row():
+                page.add(
+                    lab_run=gr.Button("Run the policy on this text", variant="primary", elem_id="lab-run"),
+                    lab_curve_button=gr.Button("Budget curve (about a minute)", elem_id="lab-curve-button"),
+                )
+            page.add(
+                lab_info=gr.Markdown(elem_id="lab-info"),
+                lab_grid=gr.Plot(label="What each layer holds", elem_id="lab-grid"),
+                lab_divergence=gr.Plot(label="Divergence from the full cache", elem_id="lab-divergence"),
+                lab_curve=gr.Plot(label="Budget curve", elem_id="lab-curve"),
+            )
+        with gr.Column(scale=2, min_width=240):
+            gr.Markdown(LAB, elem_classes="explain")
 
 
 def figures(st: ExplorerState) -> Updates:
-    return {"timing_plot": shown_plot(st, views.timing_figure(st), "timing")}
+    run = st.result("cache_lab")  # while it covers the tokens on screen: a step makes it stale
+    grid = divergence = None
+    if run is not None:
+        session = st.session
+        grid = lab_figures.held_grid_figure(run, session.token_texts(), session.config.n_kv_heads)
+        divergence = lab_figures.divergence_figure(run)
+    return {
+        "timing_plot": shown_plot(st, views.timing_figure(st), "timing"),
+        "lab_grid": shown_plot(st, grid, "cache-lab-grid"),
+        "lab_divergence": shown_plot(st, divergence, "cache-lab-divergence"),
+    }
 
 
 def wire(wiring: Wiring) -> None:
     page = wiring.page
     page.compare_button.click(wiring.on(on_compare), [page.state], page.pick("timing_plot", "cache_info"))
+    chosen = [page.state, page.lab_policy, page.lab_budget, page.lab_sinks]
+    page.lab_run.click(wiring.on(on_lab_run), chosen, page.pick("lab_grid", "lab_divergence", "lab_info"))
+    page.lab_curve_button.click(wiring.on(on_budget_curve), [page.state], page.pick("lab_curve", "lab_info"))
+
+
+def whole_number(value, what: str, least: int, most: int) -> int:
+    """A number box's value (a float, or None when empty) as a whole number in range, or a message."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise InputError(f"{what} must be a whole number from {least} to {most:,}.")
+    if not least <= int(value) <= most:
+        raise InputError(f"{what} must be from {least} to {most:,} (got {int(value):,}).")
+    return int(value)
+
+
+def chosen_policy(name, budget, sinks, head_dim: int) -> cp.CachePolicy:
+    """The policy the lab's controls describe, checked (everything here comes from the browser)."""
+    if name in ("int8", "int4"):
+        return cp.quantized(int(name[3:]), group=math.gcd(32, head_dim))
+    if name not in {value for _, value in POLICIES}:
+        raise InputError(f"Unknown policy {name!r}: choose one from the list.")
+    size = whole_number(budget, "The budget", 2, MAX_BUDGET)
+    if name == "window":
+        return cp.window(size)
+    if name == "key_norm":
+        return cp.key_norm(size)
+    if name == "heavy_hitters":
+        return cp.heavy_hitters(size // 2, size - size // 2)
+    n_sinks = whole_number(sinks, "The number of sinks", 1, size - 1)
+    return cp.sinks(n_sinks, size - n_sinks)
+
+
+@tab_event
+def on_lab_run(st, name, budget, sinks, progress=gr.Progress()) -> Updates:
+    st = require(st)
+    policy = chosen_policy(name, budget, sinks, st.session.config.head_dim)
+    progress(0, desc=f"Reading the text again under {policy.label()} and under the full cache")
+    try:
+        run = run_policy(st.session, policy)
+    except cp.PolicyError as error:
+        raise InputError(str(error)) from None
+    st.keep("cache_lab", run)
+    return {**{k: v for k, v in figures(st).items() if k != "timing_plot"}, "lab_info": lab_summary(run)}
+
+
+def lab_summary(run) -> str:
+    first = run.first_departure
+    where = "the top token never changes" if first is None else f"the top token first changes after position {first}"
+    steps = len(run.positions)
+    differ = sum(not same for same in run.same_top)
+    return (
+        f"**{run.policy.label()}** holds {run.bytes_held[-1] / 1e6:.2f} MB against the full cache's "
+        f"{run.bytes_full[-1] / 1e6:.2f} MB ({run.saving:.0%} saved). Over {steps} steps, {where}; "
+        f"{differ} of {steps} steps differ; largest KL {max(run.kl):.2e} nats."
+    )
+
+
+CURVES: dict[int, tuple[list, int]] = {}  # id(loaded model) -> its curve: the same for every visitor
+CURVES_LOCK = threading.Lock()  # one computation at a time; the visitors behind it get its result
+
+
+def curve_of(loaded, progress) -> tuple[list, int]:
+    """The budget curve of a model on the shipped text (its first CURVE_TOKENS tokens)."""
+    with CURVES_LOCK:
+        if id(loaded) not in CURVES:
+            ids = loaded.tokenizer(CURVE_TEXT.read_text(), add_special_tokens=False)["input_ids"][:CURVE_TOKENS]
+            rows = cp.budget_curve(loaded, ids, budgets=CURVE_BUDGETS, progress=progress)
+            CURVES.clear()  # one model's curve at a time: a model switch frees the last one's
+            CURVES[id(loaded)] = (rows, len(ids))
+        return CURVES[id(loaded)]
+
+
+@tab_event
+def on_budget_curve(st, progress=gr.Progress()) -> Updates:
+    st = require(st)
+    loaded = st.session.loaded
+    if loaded.config.is_encoder_decoder:
+        raise InputError("The budget curve scores a decoder-only model's perplexity: choose a decoder such as SmolLM2.")
+    try:
+        cp.window(16).check(loaded.config)  # T5 and sliding-window models are refused by name
+    except cp.PolicyError as error:
+        raise InputError(str(error)) from None
+    n_caches = len(cp.curve_policies(CURVE_BUDGETS, loaded.config.head_dim))
+    progress(0, desc=f"Scoring {n_caches} caches on {CURVE_TOKENS} tokens")
+    rows, n_tokens = curve_of(loaded, lambda done: progress(done, desc=f"Scoring {n_caches} caches"))
+    figure = lab_figures.budget_curve_figure(list(rows), n_tokens, max(CURVE_BUDGETS) + 1)
+    sinks = next(r for r in rows if r.policy == "sinks" and r.budget == 64)
+    window = next(r for r in rows if r.policy == "window" and r.budget == 64)
+    full = rows[0].perplexity
+    info = (
+        f"On the first {n_tokens} tokens of the Declaration of Independence, budget 64: a window alone "
+        f"{window.perplexity / full:.1f}x the full cache's perplexity, four sinks + a window "
+        f"{sinks.perplexity / full:.2f}x."
+    )
+    return {"lab_curve": shown_plot(st, figure, "cache-lab-budget-curve"), "lab_info": info}
 
 
 @tab_event
