@@ -40,11 +40,11 @@ def held_grid_figure(run: PolicyRun, token_texts: list[str], kv_heads: int) -> F
         "customdata": words, "hovertemplate": "%{customdata}<extra></extra>", "xgap": 0, "ygap": 1,
     }  # fmt: skip
     layout = {
-        "title": {"text": f"What each layer holds under {label}: blue held, grey evicted, orange sinks, "
-                          "purple integers", "x": 0.01, "font": {"size": 13}},
+        "title": {"text": f"Held after the last token: {label}<br><sub>blue held · grey evicted · orange sinks · "
+                          "purple integers</sub>", "x": 0.01, "font": {"size": 13}},
         "xaxis": {"title": {"text": "position"}, "automargin": True},
         "yaxis": {"title": {"text": "layer"}, "autorange": "reversed", "automargin": True},
-        "height": max(220, 60 + 9 * grid.shape[0]), "margin": {"l": 60, "r": 10, "t": 50, "b": 45},
+        "height": max(240, 80 + 9 * grid.shape[0]), "margin": {"l": 60, "r": 10, "t": 70, "b": 45},
     }  # fmt: skip
     return {"data": [trace], "layout": layout}
 
@@ -63,12 +63,12 @@ def divergence_figure(run: PolicyRun) -> Figure:
     first = run.first_departure
     where = "never departs" if first is None else f"first departs after position {first}"
     layout = {
-        "title": {"text": f"{run.policy.label()} against the full cache: holds {1 - run.saving:.0%} of its bytes; "
-                          f"greedy text {where}", "x": 0.01, "font": {"size": 13}},
+        "title": {"text": f"{run.policy.label()} against the full cache<br><sub>holds {1 - run.saving:.0%} of "
+                          f"its bytes · greedy text {where}</sub>", "x": 0.01, "font": {"size": 13}},
         "xaxis": {"title": {"text": "position the step read last"}, "automargin": True},
         "yaxis": {"title": {"text": "KL, nats"}, "rangemode": "tozero", "automargin": True},
-        "height": 300, "margin": {"l": 60, "r": 10, "t": 60, "b": 45},
-        "legend": {"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"},
+        "height": 320, "margin": {"l": 60, "r": 10, "t": 70, "b": 80},
+        "legend": {"orientation": "h", "x": 0, "y": -0.25, "yanchor": "top"},
     }  # fmt: skip
     return {"data": traces, "layout": layout}
 
@@ -83,7 +83,7 @@ def budget_curve_figure(rows: list, n_tokens: int, start: int) -> Figure:
         mine = [r for r in rows if r.policy == kind]
         flat = mine[0].budget is None  # a quantized cache: every position, at any budget
         traces.append({
-            "type": "scatter", "mode": "lines+markers", "name": mine[0].label if flat else kind,
+            "type": "scatter", "mode": "lines+markers", "name": kind if flat else kind.replace("_", " "),
             "x": [budgets[0], budgets[-1]] if flat else [r.budget for r in mine],
             "y": [r.perplexity / full for r in mine] * (2 if flat else 1),
             "line": {"color": POLICY_COLORS.get(kind), "dash": "dash" if flat else None},
@@ -91,14 +91,15 @@ def budget_curve_figure(rows: list, n_tokens: int, start: int) -> Figure:
             "hovertemplate": "%{customdata}: %{y:.2f} x the full cache's perplexity<extra></extra>",
         })  # fmt: skip
     layout = {
-        "title": {"text": f"Perplexity by budget, against the full cache ({full:.2f}): {n_tokens:,} tokens, "
-                          f"positions from {start} scored", "x": 0.01, "font": {"size": 13}},
+        "title": {"text": f"Perplexity by budget, against the full cache's ({full:.2f})<br><sub>{n_tokens:,} tokens, "
+                          f"positions from {start} scored · dashed: quantized, every position</sub>",
+                  "x": 0.01, "font": {"size": 13}},
         "xaxis": {"title": {"text": "budget: keys a query reads"}, "type": "log", "tickvals": budgets,
                   "automargin": True},
         "yaxis": {"title": {"text": "perplexity / full cache's"}, "type": "log", "automargin": True},
         "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
                     "line": {"color": "#555", "width": 1, "dash": "dot"}}],
-        "height": 340, "margin": {"l": 60, "r": 10, "t": 60, "b": 45},
-        "legend": {"orientation": "v", "x": 1.01, "y": 1},
+        "height": 400, "margin": {"l": 60, "r": 10, "t": 70, "b": 110},
+        "legend": {"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top"},
     }  # fmt: skip
     return {"data": traces, "layout": layout}

@@ -138,6 +138,11 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
+def choose_model(page, name: str) -> None:
+    page.click("#model input")
+    page.click(f"[role=option][aria-label*='{name}']")
+
+
 def type_prompt(page, text: str) -> None:
     box = page.locator("#prompt textarea")
     box.fill(text)

@@ -12,6 +12,7 @@ import pytest
 from explorer.ui.app import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
 from tests.browser.conftest import wait_ready
 from tests.browser.helpers import (
+    choose_model,
     generate_runs_ended,
     idle,
     plot,
@@ -28,11 +29,6 @@ from tests.browser.helpers import (
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 TRANSLATOR = "en-de-numbers"
-
-
-def choose_model(page, name: str) -> None:
-    page.click("#model input")
-    page.click(f"[role=option][aria-label*='{name}']")
 
 
 def selected_tab(page) -> str:

@@ -7,7 +7,17 @@ import re
 import pytest
 
 from explorer.tokens import visible
-from tests.browser.helpers import choose_layer, idle, plot, shot, tokens, type_prompt, wait_plot_title, wait_token_count
+from tests.browser.helpers import (
+    choose_layer,
+    choose_model,
+    idle,
+    plot,
+    shot,
+    tokens,
+    type_prompt,
+    wait_plot_title,
+    wait_token_count,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -22,11 +32,6 @@ def expected_translation() -> list[str]:
     while not session.finished:
         session.step()
     return session.token_texts()
-
-
-def choose_model(page, name: str) -> None:
-    page.click("#model input")
-    page.click(f"[role=option][aria-label*='{name}']")
 
 
 def test_translate_and_see_cross_attention(page):

@@ -42,13 +42,13 @@ tokens and the damage mostly goes away (StreamingLLM). H2O keeps the keys that r
 attention; key norm keeps the smallest keys; KIVI stores old keys and values as 8- or 4-bit
 integers. **Budget curve** scores every policy at four budgets on a shipped text."""
 
-POLICIES = [
-    ("window: the last N positions", "window"),
-    ("sinks + window (StreamingLLM)", "sinks"),
-    ("heavy hitters + recent (H2O)", "heavy_hitters"),
-    ("smallest keys (key norm)", "key_norm"),
-    ("int8, every position (KIVI)", "int8"),
-    ("int4, every position (KIVI)", "int4"),
+POLICIES = [  # (what the menu shows, the value it sends)
+    ("sinks + window", "sinks"),
+    ("window", "window"),
+    ("H2O: heavy + recent", "heavy_hitters"),
+    ("key norm", "key_norm"),
+    ("int8 (KIVI)", "int8"),
+    ("int4 (KIVI)", "int4"),
 ]
 CURVE_TEXT = ASSETS / "texts" / "declaration-of-independence.txt"  # public domain (assets/texts/README.md)
 CURVE_TOKENS, CURVE_BUDGETS = 256, (16, 32, 64, 128)  # a minute of the embedded model on 2 cores

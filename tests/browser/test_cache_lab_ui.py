@@ -1,0 +1,101 @@
+"""The KV-cache lab in Chromium (issue 29): a policy run on SmolLM2's text and on the translator's,
+its grid and divergence drawn from what the model computed, the budget curve, a refused budget."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.helpers import choose_model, idle, shot, tokens, wait_token_count
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def open_lab(page) -> None:
+    page.click("button[role=tab]:has-text('KV cache')")
+    page.wait_for_selector("#lab-run")
+
+
+def set_number(page, elem_id: str, value: str) -> None:
+    box = page.locator(f"#{elem_id} input")
+    box.fill(value)
+    box.press("Enter")
+
+
+def lab_plot(page, elem_id: str) -> dict:
+    """The traces of a lab figure as the page holds them (its arrays are plain lists)."""
+    return page.evaluate(
+        """id => { const g = document.querySelector('#' + id + ' .js-plotly-plot');
+            return {title: g.layout.title.text, data: g.data.map(d => ({name: d.name, x: Array.from(d.x || []),
+                    y: Array.from(d.y || []), z: d.z ? d.z.map(r => Array.from(r)) : null}))}; }""",
+        elem_id,
+    )
+
+
+def wait_plot_title(page, elem_id: str, words: str) -> dict:
+    page.wait_for_function(
+        """([id, words]) => { const g = document.querySelector('#' + id + ' .js-plotly-plot');
+            return g && g.layout && g.layout.title && g.layout.title.text.includes(words); }""",
+        arg=[elem_id, words],
+        timeout=180_000,
+    )
+    return lab_plot(page, elem_id)
+
+
+def test_a_policy_run_on_smollm2_draws_what_each_layer_holds(page):
+    n = len(tokens(page))
+    for i in range(1, 7):
+        page.click("#step")
+        wait_token_count(page, n + i)
+    idle(page)
+    open_lab(page)
+    set_number(page, "lab-budget", "8")
+    set_number(page, "lab-sinks", "2")
+    page.click("#lab-run")
+    grid = wait_plot_title(page, "lab-grid", "sinks 2 + window 6")
+    z = grid["data"][0]["z"]
+    assert len(z) == 30 and len(z[0]) == n + 6  # SmolLM2's 30 layers x every position
+    assert all(row[:2] == [2, 2] for row in z)  # the sinks
+    assert all(sum(1 for v in row[2:] if v == 1) == 6 for row in z)  # the window: the last 6 positions
+    divergence = wait_plot_title(page, "lab-divergence", "against the full cache")
+    assert len(divergence["data"][0]["x"]) == 7  # the prompt's next token, then each of the 6 steps
+    assert "saved" in page.inner_text("#lab-info")
+    shot(page, "cache-lab-smollm2")
+
+    set_number(page, "lab-budget", "0")  # refused with a message; the figures stay
+    page.click("#lab-run")
+    page.wait_for_selector("[data-testid=toast-body]:has-text('The budget must be from 2 to 1,024')")
+    assert lab_plot(page, "lab-grid")["data"][0]["z"] == z
+
+    page.click("#step")  # a step makes the run stale: its figures go
+    wait_token_count(page, n + 7)
+    page.wait_for_function("() => !document.querySelector('#lab-grid .js-plotly-plot')")
+
+
+def test_the_budget_curve_shows_the_sinks_against_the_window(page):
+    open_lab(page)
+    page.click("#lab-curve-button")
+    curve = wait_plot_title(page, "lab-curve", "Perplexity by budget")
+    lines = {trace["name"]: trace for trace in curve["data"]}
+    assert {"window", "sinks", "heavy hitters", "key norm", "int8", "int4"} <= set(lines)
+    assert lines["window"]["x"] == [16, 32, 64, 128]
+    # StreamingLLM's finding, as the model computes it: at every budget the sinks beat the window alone.
+    assert all(s < w for s, w in zip(lines["sinks"]["y"], lines["window"]["y"], strict=True))
+    assert "four sinks + a window" in page.inner_text("#lab-info")
+    shot(page, "cache-lab-budget-curve")
+
+
+def test_the_lab_on_the_translator_evicts_the_target_side(page):
+    choose_model(page, "en-de-numbers")
+    page.wait_for_selector("#source-strip .token")
+    idle(page)
+    for i in range(1, 5):
+        page.click("#step")
+        wait_token_count(page, 1 + i)
+    idle(page)
+    open_lab(page)
+    set_number(page, "lab-budget", "3")
+    set_number(page, "lab-sinks", "1")
+    page.click("#lab-run")
+    grid = wait_plot_title(page, "lab-grid", "sinks 1 + window 2")
+    assert len(grid["data"][0]["z"][0]) == 5  # the decoder's tokens: the source's keys are never evicted
+    shot(page, "cache-lab-translator")
