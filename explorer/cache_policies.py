@@ -200,3 +200,44 @@ def check_budget(budget: object, n_tokens: int, n_sinks: int = 0) -> int:
     if budget >= n_tokens:
         raise InputError(f"A budget of {budget} holds the whole text ({n_tokens} tokens): nothing would be evicted.")
     return budget
+
+
+# ---------------------------------------------------------------- a policy as text (links, saved sessions)
+SPEC_FIELDS = {"full": 0, "window": 1, "sinks": 2, "heavy_hitters": 2, "key_norm": 1, "int8": 2, "int4": 2}
+MAX_SPEC_CHARS = 40
+
+
+def policy_spec(policy: CachePolicy) -> str:
+    """A policy as short text: "full", "window:64", "sinks:4:60", "heavy_hitters:32:32",
+    "key_norm:64", "int8:32:16" (bits, group, recent)."""
+    if isinstance(policy, Quantized):
+        numbers = (policy.group, policy.recent)
+    elif isinstance(policy, (Window, KeyNorm)):
+        numbers = (policy.size,)
+    elif isinstance(policy, Sinks):
+        numbers = (policy.sinks, policy.window)
+    elif isinstance(policy, HeavyHitters):
+        numbers = (policy.heavy, policy.recent)
+    else:
+        numbers = ()
+    return ":".join([policy.name, *map(str, numbers)])
+
+
+def parse_policy(spec: object) -> CachePolicy:
+    """The policy ``policy_spec`` wrote; anything else (it comes from a link, a file, the browser)
+    is refused with a message that says what a policy looks like."""
+    usage = 'a cache policy is written like "full", "window:64", "sinks:4:60" or "int8:32:16"'
+    if not isinstance(spec, str) or len(spec) > MAX_SPEC_CHARS:
+        raise InputError(f"The session's cache policy is not one this explorer wrote: {usage}.")
+    name, *numbers = spec.split(":")
+    if SPEC_FIELDS.get(name) != len(numbers) or not all(n.isascii() and n.isdigit() and len(n) <= 5 for n in numbers):
+        raise InputError(f"The session's cache policy {spec!r} is not one this explorer wrote: {usage}.")
+    values = [int(n) for n in numbers]
+    if any(v > 100_000 for v in values):
+        raise InputError(f"The session's cache policy {spec!r} has a number out of range.")
+    makers = {"full": full, "window": window, "sinks": sinks, "heavy_hitters": heavy_hitters, "key_norm": key_norm,
+              "int8": lambda g, r: quantized(8, g, r), "int4": lambda g, r: quantized(4, g, r)}  # fmt: skip
+    try:
+        return makers[name](*values)
+    except PolicyError as error:
+        raise InputError(f"The session's cache policy {spec!r}: {error}") from None

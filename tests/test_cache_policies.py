@@ -53,6 +53,7 @@ class Reference:
         self.model, self.policy, self.cache = hf_model(folder), policy, DynamicCache()
         self.positions = [[[] for _ in range(kv_heads)] for _ in range(n_layers)]  # per layer, per kv head
         self.scores = [[[] for _ in range(kv_heads)] for _ in range(n_layers)]
+        self.history: dict[int, list[torch.Tensor]] = {}  # position -> its rows, per layer
 
     @torch.no_grad()
     def step(self, token: int, position: int) -> torch.Tensor:
@@ -63,10 +64,17 @@ class Reference:
             input_ids=torch.tensor([[token]]), cache=self.cache, position_ids=torch.tensor([[position]]),
             cache_position=torch.tensor([position]), output_attentions=True, use_cache=True,
         )  # fmt: skip
+        self.rows = []  # per layer (heads, position + 1): this query's weights put at the keys' positions
         for layer, probs in enumerate(out.attentions):  # (1, heads, 1, held)
             heads_per_kv = probs.shape[1] // len(self.positions[layer])
-            for h, (held, scores) in enumerate(zip(self.positions[layer], self.scores[layer], strict=True)):
+            row = torch.zeros(probs.shape[1], position + 1)
+            for h, held in enumerate(self.positions[layer]):
                 held.append(position)
+                group = slice(h * heads_per_kv, (h + 1) * heads_per_kv)
+                row[group, held] = probs[0, group, 0]
+            self.rows.append(row)
+            self.history[position] = self.rows
+            for h, scores in enumerate(self.scores[layer]):
                 scores.append(0.0)
                 received = probs[0, h * heads_per_kv : (h + 1) * heads_per_kv, 0].sum(0)  # summed over the group
                 for i in range(len(scores)):
@@ -112,6 +120,16 @@ def test_a_policy_keeps_what_the_paper_keeps_and_gives_transformers_logits(check
             held = session.cache.held_positions(layer)  # (kv_heads, held)
             expected = [sorted(p) for p in reference.positions[layer]]
             assert [sorted(row) for row in held.tolist()] == expected
+    # The heatmaps show what the model computed: each query's row over the keys its cache held.
+    n = len(session.token_ids)
+    for layer in range(c.n_layers):
+        shown = session.self_attention(layer)  # (heads, T, T)
+        expected = np.stack(
+            [np.pad(reference.history[i][layer].numpy(), ((0, 0), (0, n - i - 1))) for i in range(n)], 1
+        )
+        assert np.abs(shown - expected).max() <= 1e-5
+        evicted = session.evicted(layer).repeat(c.n_heads // c.n_kv_heads, axis=0)  # (heads, T, T)
+        assert evicted.any() and (shown[evicted] == 0).all()
     assert session.cache_bytes == 2 * c.n_layers * c.n_kv_heads * c.head_dim * policy.budget * 4
     # The policy did evict: some head, in some layer, no longer holds what a window would.
     assert len(session.token_ids) > policy.budget + 20
@@ -231,8 +249,8 @@ def test_a_policy_with_interventions_or_without_the_cache_is_refused(checkpoints
         )
     with pytest.raises(explorer.InputError, match="turn the cache on"):
         explorer.GenerationSession(loaded, PROMPT, cache_policy=cp.window(8), use_cache=False)
-    session = explorer.GenerationSession(loaded, PROMPT, cache_policy=cp.window(8))
-    with pytest.raises(explorer.InputError, match="no attention rows yet"):
+    session = explorer.GenerationSession(loaded, PROMPT, cache_policy=cp.quantized(8, group=8))
+    with pytest.raises(explorer.InputError, match="keeps no attention rows"):
         session.self_attention(0)
     with pytest.raises(explorer.InputError, match="full cache first"):
         session.set_use_cache(False)
@@ -286,3 +304,51 @@ def test_the_budget_curve_steps_its_policies_together_as_each_would_alone(checkp
     full = rows[0]
     expected = math.exp(-float(together[1][0][16:].mean()))  # window 8, positions from 17 scored
     assert rows[1].perplexity == pytest.approx(expected) and full.budget is None and full.bytes > rows[1].bytes
+
+
+# ---------------------------------------------------------------- links, saved sessions, the browser's copy
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [cp.full(), cp.window(64), cp.sinks(4, 60), cp.heavy_hitters(32, 32), cp.key_norm(64), cp.quantized(4, 16, 8)],
+    ids=lambda p: p.label(),
+)
+def test_a_policy_is_written_as_text_and_read_back(policy):
+    assert cp.parse_policy(cp.policy_spec(policy)) == policy
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["window:0", "window:-1", "window:64:3", "sinks:4", "lru:5", "int3:32:16", "window:1e9", "window:9999999",
+     "window: 64", "window:٣", "", "x" * 100, 5, None, ["window", 64]],
+)  # fmt: skip
+def test_a_damaged_policy_is_refused_by_name(spec):
+    with pytest.raises(explorer.InputError, match="cache policy"):
+        cp.parse_policy(spec)
+
+
+def test_a_link_and_a_saved_session_keep_the_policy(checkpoints):
+    from explorer.analysis import snapshot
+
+    loaded = explorer.load_model(str(checkpoints["llama"]), progress=False)
+    session = explorer.GenerationSession(loaded, PROMPT, cache_policy=cp.sinks(2, 10))
+    for _ in range(5):
+        session.step()
+    snap = snapshot.snapshot_of("tiny", session)
+    query = snapshot.query_string(snap)
+    assert "policy=sinks%3A2%3A10" in query
+    params = dict(pair.split("=", 1) for pair in query[1:].split("&"))
+    from urllib.parse import unquote_plus
+
+    reopened = snapshot.from_query({k: unquote_plus(v) for k, v in params.items()})
+    restored = snapshot.restore(loaded, reopened)
+    assert restored.cache_policy == cp.sinks(2, 10) and restored.token_ids == session.token_ids
+    assert torch.equal(restored.next_logits(), session.next_logits())
+    data = snapshot.save_bytes(snap, session)  # the heatmaps' arrays, with the evicted keys at zero
+    again, arrays = snapshot.read_bytes(data)
+    assert again.cache_policy == "sinks:2:10" and snapshot.attention_difference(restored, arrays) < 1e-3
+    plain = snapshot.snapshot_of("tiny", explorer.GenerationSession(loaded, PROMPT))
+    assert "policy" not in snapshot.query_string(plain)  # links to full-cache sessions are as before
+    with pytest.raises(explorer.InputError, match="cache policy"):
+        snapshot.checked_snapshot({"model": "tiny", "text": PROMPT, "cache_policy": "window:0"})

@@ -21,7 +21,7 @@ from urllib.parse import urlencode
 
 import numpy as np
 
-from explorer import sampling
+from explorer import cache_policies, sampling
 from explorer.analysis import session_file
 from explorer.analysis.session_file import SavedArrays
 from explorer.loading import LoadedModel
@@ -52,6 +52,7 @@ class Snapshot:
     head: str = "mean"
     query: int | None = None
     tab: str = DEFAULT_TAB
+    cache_policy: str = "full"  # explorer.cache_policies.policy_spec
 
 
 def snapshot_of(model_name: str, session: GenerationSession, **view) -> Snapshot:
@@ -60,7 +61,8 @@ def snapshot_of(model_name: str, session: GenerationSession, **view) -> Snapshot
     return Snapshot(
         model=model_name, text=session.text, chat=session.chat, use_cache=session.use_cache,
         temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, seed=s.seed,
-        generated=list(session.generated_ids), forced=forced, **view,
+        generated=list(session.generated_ids), forced=forced,
+        cache_policy=cache_policies.policy_spec(session.cache_policy), **view,
     )  # fmt: skip
 
 
@@ -69,6 +71,7 @@ def restore(loaded: LoadedModel, snapshot: Snapshot) -> GenerationSession:
     session = GenerationSession(
         loaded, snapshot.text, use_cache=snapshot.use_cache, chat=snapshot.chat and loaded.has_chat_template,
         temperature=snapshot.temperature, top_k=snapshot.top_k, top_p=snapshot.top_p, seed=snapshot.seed,
+        cache_policy=cache_policies.parse_policy(snapshot.cache_policy),
     )  # fmt: skip
     session.replay(list(snapshot.generated), forced=set(snapshot.forced))
     return session
@@ -183,6 +186,11 @@ def token_list_field(name: str, value) -> list[int]:
     return [whole(name, item) for item in value]
 
 
+def policy_field(name: str, value) -> str:
+    """A cache policy as ``cache_policies.policy_spec`` writes it (parsed, so that its numbers are checked)."""
+    return cache_policies.policy_spec(cache_policies.parse_policy(value))
+
+
 def optional_position(name: str, value) -> int | None:
     return None if value is None else number_field(0, MAX_SESSION_POSITIONS, whole=True)(name, value)
 
@@ -193,7 +201,7 @@ FIELD_CHECKS: dict[str, Callable] = {
     "top_k": number_field(*sampling.TOP_K_RANGE, whole=True), "top_p": number_field(*sampling.TOP_P_RANGE),
     "seed": number_field(*sampling.SEED_RANGE, whole=True), "generated": token_list_field, "forced": token_list_field,
     "layer": number_field(0, 9999, whole=True), "head": text_field(20), "query": optional_position,
-    "tab": text_field(40),
+    "tab": text_field(40), "cache_policy": policy_field,
 }  # fmt: skip
 
 
@@ -229,6 +237,8 @@ def query_string(snapshot: Snapshot) -> str:
     }  # fmt: skip
     if snapshot.query is not None:
         params["query"] = snapshot.query
+    if snapshot.cache_policy != "full":  # links to full-cache sessions stay as they were
+        params["policy"] = snapshot.cache_policy
     query = "?" + urlencode(params)
     if len(query) > MAX_LINK_CHARS:
         raise InputError(
@@ -258,6 +268,7 @@ def from_query(params: Mapping[str, str]) -> Snapshot | None:
             "seed": int(params.get("seed", 0)), "generated": ints("tokens"), "forced": ints("forced"),
             "layer": int(params.get("layer", 0)), "head": params.get("head", "mean"),
             "query": int(query) if query not in (None, "") else None, "tab": params.get("tab", DEFAULT_TAB),
+            "cache_policy": params.get("policy", "full"),
         }  # fmt: skip
     except ValueError as error:  # (int() of 5,000 digits too)
         raise InputError("This link's numbers are damaged; it cannot reopen the session.") from error

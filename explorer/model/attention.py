@@ -104,7 +104,7 @@ class MultiHeadAttention(nn.Module):
         self.k_norm = RMSNorm(hd, config.norm_eps) if config.qk_norm else nn.Identity()
         self.input = Tap("sublayers")  # (B, Tq, d_model): what the queries are made from
         self.q = Tap("qk")  # (B, heads, Tq, hd), after rotary
-        self.k = Tap("qk")  # (B, kv_heads, Tk, hd), after rotary; a cached step: the whole cache
+        self.k = Tap("qk")  # (B, kv_heads, Tk, hd), after rotary; a cached step: the whole cache (or its new keys)
         self.v = Tap("qkv")  # (B, kv_heads, Tk, hd)
         self.scores = Tap("scores")  # (B, heads, Tq, Tk), before softmax, -inf where masked
         self.probs = Tap("attention")  # (B, heads, Tq, Tk)
@@ -147,7 +147,11 @@ class MultiHeadAttention(nn.Module):
         if isinstance(kv, RowsKV):  # (no relative bias here: Decoder.position_bias refuses batched positions)
             z = self.z(self._attend_rows(self.q(q), kv))  # (B, heads, 1, hd)
             return self.out(self.o_proj(z.transpose(1, 2).reshape(batch, n_queries, self.n_heads * self.head_dim)))
-        q, keys, values = self.q(q), self.k(kv.keys), self.v(kv.values)
+        if kv.new_keys is None:
+            q, keys, values = self.q(q), self.k(kv.keys), self.v(kv.values)
+        else:  # a cache under a policy holds its keys in slots, out of order: the taps see the new ones
+            q, keys, values = self.q(q), kv.keys, kv.values
+            self.k(kv.new_keys), self.v(kv.new_values)
         mask = self._mask(n_queries, kv.length, x_q.device) if causal else None  # (Tq, Tk)
         run = current_run()
         wants_probs = kv.on_attention is not None  # a cache policy that scores keys by attention (H2O)

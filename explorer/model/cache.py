@@ -36,6 +36,10 @@ class LayerKV:
     # A cache that must see the new queries' attention weights (H2O's scores) is handed them,
     # (batch, heads, Tq, positions), once attention is computed.
     on_attention: Callable[[torch.Tensor], None] | None = None
+    # A cache whose entries are not in position order (a policy's slots): the positions this pass
+    # adds, (batch, kv_heads, new, head_dim), which the k and v taps see instead of the whole cache.
+    new_keys: torch.Tensor | None = None
+    new_values: torch.Tensor | None = None
 
     @property
     def length(self) -> int:

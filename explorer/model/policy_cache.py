@@ -39,12 +39,49 @@ def unpack4(packed: torch.Tensor) -> torch.Tensor:
     return torch.stack([packed & 0xF, packed >> 4], dim=-1).flatten(-2)
 
 
+NEVER = torch.iinfo(torch.int32).max  # an entry still held
+
+
+class EvictionLog:
+    """When each entry left each layer's cache: ``evicted_at(layer)[h, p]`` is the first query
+    position that no longer read position p's key in key/value head h (NEVER while it is held).
+    An entry that leaves never comes back, so this says what every past query read: the session's
+    attention views mask with it, and so show what the model computed."""
+
+    def __init__(self, n_layers: int) -> None:
+        self.layers: list[torch.Tensor | None] = [None] * n_layers  # (kv_heads, room) int32 each
+
+    def record(self, layer: int, positions: torch.Tensor, at: int) -> None:
+        """``positions`` (kv_heads,): the entry each head lets go for the query at ``at``."""
+        log = self.layers[layer]
+        room = max(64, 2 * at) if log is None or log.shape[1] <= at else log.shape[1]
+        if log is None or log.shape[1] < room:
+            grown = torch.full((positions.shape[0], room), NEVER, dtype=torch.int32)
+            if log is not None:
+                grown[:, : log.shape[1]] = log
+            self.layers[layer] = log = grown
+        log[torch.arange(positions.shape[0]), positions.cpu()] = at
+
+    def evicted_at(self, layer: int, n_positions: int, kv_heads: int) -> torch.Tensor:
+        """(kv_heads, n_positions) int32."""
+        out = torch.full((kv_heads, n_positions), NEVER, dtype=torch.int32)
+        log = self.layers[layer]
+        if log is not None:
+            kept = min(n_positions, log.shape[1])
+            out[:, :kept] = log[:, :kept]
+        return out
+
+    def clear(self) -> None:
+        self.layers = [None] * len(self.layers)
+
+
 class _EvictingKV:
     """One layer's keys and values in ``budget`` slots, with the position and the accumulated
     attention of each (batch 1)."""
 
-    def __init__(self, policy: CachePolicy, like: torch.Tensor) -> None:
+    def __init__(self, policy: CachePolicy, like: torch.Tensor, log: EvictionLog, layer: int) -> None:
         _, kv_heads, _, head_dim = like.shape
+        self.log, self.layer = log, layer
         self.policy, self.budget = policy, policy.budget
         self.keys = like.new_zeros((1, kv_heads, self.budget, head_dim))
         self.values = like.new_zeros((1, kv_heads, self.budget, head_dim))
@@ -60,7 +97,7 @@ class _EvictingKV:
             raise ValueError("an evicting cache takes one position per pass once it is full")
         for i in range(n):
             self._write(keys[:, :, i : i + 1], values[:, :, i : i + 1])
-        held = LayerKV(self.keys[:, :, : self.used], self.values[:, :, : self.used])
+        held = LayerKV(self.keys[:, :, : self.used], self.values[:, :, : self.used], new_keys=keys, new_values=values)
         if self.policy.needs_attention:
             held.on_attention = self._add_scores
         return held
@@ -73,6 +110,7 @@ class _EvictingKV:
         else:
             held = HeldEntries(self.positions, self.keys[0], self.scores)
             slots = self.policy.victims(held, self.seen)  # (kv_heads,)
+            self.log.record(self.layer, self.positions.gather(1, slots[:, None])[:, 0], self.seen)
         index = slots.view(1, kv_heads, 1, 1).expand_as(key)
         self.keys.scatter_(2, index, key)
         self.values.scatter_(2, index, value)
@@ -168,11 +206,12 @@ class PolicyCache(KVCache):
     """A ``KVCache`` whose self-attention entries follow ``policy`` (cross-attention keys and
     values of a translator's source are kept whole: they are read by every step)."""
 
-    def __init__(self, n_layers: int, policy: CachePolicy) -> None:
+    def __init__(self, n_layers: int, policy: CachePolicy, log: EvictionLog | None = None) -> None:
         super().__init__(n_layers)
         if not (policy.evicts or policy.bits):
             raise PolicyError("the full cache is the plain KVCache")
         self.policy = policy
+        self.log = log if log is not None else EvictionLog(n_layers)
         self._layers: list[_EvictingKV | _QuantizedKV | None] = [None] * n_layers
 
     @property
@@ -185,7 +224,7 @@ class PolicyCache(KVCache):
         entry = self._layers[layer]
         if entry is None:
             p = self.policy
-            entry = _EvictingKV(p, keys) if p.evicts else _QuantizedKV(p.bits, p.group, p.recent, keys)
+            entry = _EvictingKV(p, keys, self.log, layer) if p.evicts else _QuantizedKV(p.bits, p.group, p.recent, keys)
             self._layers[layer] = entry
         return entry.append(keys, values)
 

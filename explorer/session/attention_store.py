@@ -17,6 +17,7 @@ from explorer.errors import InputError
 from explorer.model import ModelConfig, Trace
 from explorer.model.attention import attention_weights, causal_mask
 from explorer.model.cache import grown_capacity
+from explorer.model.policy_cache import EvictionLog
 
 
 class GrowingRows:
@@ -118,6 +119,7 @@ class AttentionInputs:
         self.position_bias = position_bias  # query positions -> (1, heads, Tq, keys): T5's relative positions
         self.queries = [GrowingRows(max_rows) for _ in range(n_layers)]
         self.keys = [GrowingRows(max_rows) for _ in range(n_layers)]
+        self.evictions: EvictionLog | None = None  # a cache policy's: which keys each query no longer read
         self._kept: tuple[int, AttentionRows] | None = None  # (layer, its rows) a view asked for last
 
     @property
@@ -158,10 +160,19 @@ class AttentionInputs:
         mask = None
         if self.causal:
             mask = causal_mask(q.shape[1], keys.shape[1], q.device, first_query=first, window=self.windows[layer])
+            if self.evictions is not None:  # (heads, Tq, Tk): and not evicted before the query ran
+                mask = mask & self.held_for(layer, first, last, q.shape[0], keys.shape[0], keys.shape[1])
         bias = None
         if self.position_bias is not None:
             bias = self.position_bias(torch.arange(first, last, device=q.device))  # (1, heads, Tq, last)
         return attention_weights(q[None].float(), keys[None].float(), mask, self.scale, bias)[0].cpu().numpy()
+
+    def held_for(self, layer: int, first: int, last: int, heads: int, kv_heads: int, n_keys: int) -> torch.Tensor:
+        """(heads, last - first, n_keys) True where the cache still held the key when the query ran."""
+        evicted_at = self.evictions.evicted_at(layer, n_keys, kv_heads)  # (kv_heads, Tk)
+        queries = torch.arange(first, last)[None, :, None]  # (1, Tq, 1)
+        held = evicted_at[:, None, :] > queries  # (kv_heads, Tq, Tk)
+        return held.repeat_interleave(heads // kv_heads, dim=0)  # a GQA group's heads read one kv head
 
     def probabilities(self, layer: int, first: int = 0, last: int | None = None) -> np.ndarray:
         """(heads, queries, keys) float32 for the queries at positions first .. last - 1, every key

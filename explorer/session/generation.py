@@ -23,7 +23,7 @@ from explorer.errors import InputError
 from explorer.loading import LoadedModel
 from explorer.model import ATTENTION, NOTHING, ContextWindowError, KVCache, Output, Record, Trace
 from explorer.model.cache_policy import CachePolicy, PolicyError
-from explorer.model.policy_cache import PolicyCache
+from explorer.model.policy_cache import EvictionLog, PolicyCache
 from explorer.model.taps import Intervention, flat_interventions
 from explorer.model.trace import residual_stream_names
 from explorer.sampling import SamplingSettings, choose_token
@@ -72,9 +72,11 @@ class GenerationSession:
         self.use_cache = use_cache and not self.needs_whole_passes
         # Which keys and values the cache keeps, and how precisely (explorer.cache_policies).
         self.cache_policy = cache_policy if cache_policy is not None else CachePolicy()
+        self.eviction_log: EvictionLog | None = None
         if self.under_policy:
             self._check_policy(use_cache)
-            self.record = NOTHING  # the attention store reads keys in position order; a policy's slots are not
+        if self.cache_policy.bits is not None:  # what each query read changed as groups were quantized
+            self.record = NOTHING
         self.cache: KVCache | None = None
         self.steps: list[StepResult] = []
         self.timings: list[StepTiming] = []
@@ -83,6 +85,9 @@ class GenerationSession:
         self.model_device = next(self.model.parameters()).device
         bias = functools.partial(decoder_position_bias, self.model.decoder, self.model_device)  # T5's
         self.attention = SessionAttention(self.config, self.max_positions, bias)
+        if self.cache_policy.evicts:  # the views mask what each query's cache no longer held
+            self.eviction_log = EvictionLog(self.config.n_layers)
+            self.attention.self_inputs.evictions = self.eviction_log
         self._next_logits: torch.Tensor | None = None  # (vocab,) for the next position
         # (layers + 1, d_model): the newest position's residual stream after the embeddings and
         # after each layer, kept from the pass that processed it (the logit lens reads it).
@@ -126,12 +131,14 @@ class GenerationSession:
     def new_cache(self) -> KVCache:
         """An empty cache under this session's policy."""
         if self.under_policy:
-            return PolicyCache(self.config.n_layers, self.cache_policy)
+            return PolicyCache(self.config.n_layers, self.cache_policy, self.eviction_log)
         return self.model.new_cache()
 
     def rebuild_cache(self) -> None:
         """Run every token again into a new cache (an evicted entry cannot be taken back: undo
         under a policy replays the tokens kept)."""
+        if self.eviction_log is not None:
+            self.eviction_log.clear()
         self.cache = self.new_cache()
         self.attention.truncate(0)
         self._process(len(self.token_ids))
@@ -181,11 +188,16 @@ class GenerationSession:
         """Run the model so that the last ``n_new`` tokens are processed, and take in what it gave
         (the next distribution, their attention rows). Returns the passes' milliseconds."""
         total_ms = 0.0
-        for start, end in self._passes(len(self.token_ids) - n_new, len(self.token_ids)):
+        passes = self._passes(len(self.token_ids) - n_new, len(self.token_ids))
+        for start, end in passes[:-1]:  # under an evicting policy: the passes before the last
             output, elapsed_ms = self.pass_over(start, end)
             total_ms += elapsed_ms
+            if "qk" in output.trace.record:
+                self.attention.keep(output.trace, end - start)
+        start, end = passes[-1]
+        output, elapsed_ms = self.pass_over(start, end)
         self.absorb(output.logits[0, -1], output.trace, end - start)
-        return total_ms
+        return total_ms + elapsed_ms
 
     def _passes(self, first: int, end: int) -> list[tuple[int, int]]:
         """The passes that process tokens ``first`` .. ``end - 1``: one, but under an evicting
@@ -345,11 +357,23 @@ class GenerationSession:
         return self.attention.query_attention(position, len(self.token_ids))
 
     def _require_attention_kept(self) -> None:
-        if self.under_policy:
+        if self.cache_policy.bits is not None:
             raise InputError(
-                f"Under a cache policy ({self.cache_policy.label()}) the session keeps no attention rows yet: "
-                "the heatmaps show the full cache's. Start a session on the full cache to see them."
+                f"Under a quantized cache ({self.cache_policy.label()}) each query read keys as they were held at its "
+                "step, some in full precision, later as integers: the session keeps no attention rows to draw. "
+                "The KV-cache lab measures what quantization changes."
             )
+
+    def evicted(self, layer: int, first: int = 0, last: int | None = None) -> np.ndarray | None:
+        """(kv_heads, queries, T) True where the cache policy had evicted the key before the query
+        at that row ran (for the queries at positions first .. last - 1); None without eviction."""
+        if self.eviction_log is None:
+            return None
+        n = len(self.token_ids)
+        last = n if last is None else last
+        evicted_at = self.eviction_log.evicted_at(layer, n, self.config.n_kv_heads)  # (kv_heads, T)
+        queries = np.arange(first, last)[None, :, None]
+        return evicted_at.numpy()[:, None, :] <= queries
 
     def cross_attention(self, layer: int) -> np.ndarray:
         """(heads, T, S) cross-attention of every target token over the source."""
@@ -391,12 +415,20 @@ class GenerationSession:
         text = changes.pop("text", self.text)
         return GenerationSession(self.loaded, text, **(settings | changes))
 
+    def with_cache_policy(self, policy: CachePolicy | None) -> GenerationSession:
+        """A new session with this one's text, settings and tokens (forced ones marked), each
+        token run again under ``policy`` (None: the full cache). This session is untouched."""
+        return self._with_these_tokens(self.started_again(cache_policy=policy, n_top=self.n_top))
+
+    def _with_these_tokens(self, other: GenerationSession) -> GenerationSession:
+        """``other`` (a new session of this text) stepped through this session's generated tokens."""
+        forced = {s.position - self.prompt_length for s in self.steps if s.forced}
+        other.replay(self.generated_ids, forced=forced)
+        return other
+
     # ------------------------------------------------------------------ interventions
     def with_interventions(self, interventions: Sequence[Intervention]) -> GenerationSession:
         """A branch: a new session whose passes make these changes at the model's taps, with this
         session's text, settings and tokens, each token rerun under them (forced ones stay
         marked). It steps on from there under the interventions; this session is untouched."""
-        branch = self.started_again(interventions=interventions, n_top=self.n_top)
-        forced = {s.position - self.prompt_length for s in self.steps if s.forced}
-        branch.replay(self.generated_ids, forced=forced)
-        return branch
+        return self._with_these_tokens(self.started_again(interventions=interventions, n_top=self.n_top))

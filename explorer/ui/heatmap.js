@@ -100,10 +100,13 @@
   }
 
   const position = (label) => parseInt(label, 10); // axis labels are "position token" (explorer/viz/labels.py)
-  // A masked cell is a later key, or (a sliding layer: layout.meta.window) one the window left behind.
+  // A masked cell is a later key, or (a sliding layer: layout.meta.window) one the window left behind,
+  // or (a cache policy: layout.meta.evicted_by) one the cache had evicted before the query ran.
   const maskedWhy = (query, key) => {
-    const reach = props.value?.layout?.meta?.window;
-    return position(key) > position(query) ? "a later token" : `outside the sliding window of ${reach}`;
+    const meta = props.value?.layout?.meta || {};
+    if (position(key) > position(query)) return "a later token";
+    if (meta.evicted_by) return `evicted from the cache by ${meta.evicted_by}`;
+    return `outside the sliding window of ${meta.window}`;
   };
 
   const escapeText = (s) =>

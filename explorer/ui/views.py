@@ -115,6 +115,17 @@ def pick_head(attention: np.ndarray, head: str) -> np.ndarray:
     return attention.mean(axis=0) if head == MEAN else attention[int(head)]
 
 
+def evicted_cells(session, layer: int, head: str, first: int, last: int) -> np.ndarray | None:
+    """(queries, keys) the keys a cache policy had evicted before each query ran, for one head (its
+    key/value head's) or, for the average, those evicted for every head; None without eviction."""
+    evicted = session.evicted(layer, first, last)  # (kv_heads, Tq, T) or None
+    if evicted is None:
+        return None
+    if head == MEAN:
+        return evicted.all(axis=0)
+    return evicted[int(head) // (session.config.n_heads // session.config.n_kv_heads)]
+
+
 def head_label(head: str) -> str:
     return "average of all heads" if head == MEAN else f"head {head}"
 
@@ -180,10 +191,12 @@ def self_attention_figure(state: ExplorerState):
     what = "Decoder self-attention" if session.is_encoder_decoder else "Causal self-attention"
     rows = f", queries {first}-{last - 1} of {len(tokens)}" if (first, last) != (0, len(tokens)) else ""
     window = session.config.window_of(state.layer)
+    evicted = evicted_cells(session, state.layer, state.head, first, last)
+    policy = f", cache: {session.cache_policy.label()}" if session.under_policy else ""
     figure = attention_heatmap(
         weights[first:last], tokens[first:last], tokens, causal=True, query_offset=first, window=window,
-        title=f"{what}, layer {state.layer}, {head_label(state.head)}{rows}{window_note(window, len(tokens))}",
-        selected_query=query - first,
+        title=f"{what}, layer {state.layer}, {head_label(state.head)}{rows}{window_note(window, len(tokens))}{policy}",
+        selected_query=query - first, evicted=evicted, evicted_by=session.cache_policy.label(),
     )  # fmt: skip
     return with_overview(figure, weights, first, last, causal=True, window=window) if rows else figure
 
@@ -214,10 +227,15 @@ def heads_image(state: ExplorerState) -> str:
     """Every head of the layer in one image, as a PNG file's path (``viz.head_at`` reads a click on it)."""
     attention = state.session.self_attention(state.layer)
     switched_off = state.switched_off.heads_of(state.layer)
-    window = state.session.config.window_of(state.layer)
+    session = state.session
+    window = session.config.window_of(state.layer)
+    evicted = session.evicted(state.layer)  # (kv_heads, T, T) or None
+    if evicted is not None:  # each head its key/value head's
+        evicted = evicted.repeat(session.config.n_heads // session.config.n_kv_heads, axis=0)
     return png_file(
-        head_grid(attention, causal=True, switched_off=switched_off, scale=state.colour_scale, window=window)
-    )
+        head_grid(attention, causal=True, switched_off=switched_off, scale=state.colour_scale, window=window,
+                  evicted=evicted)
+    )  # fmt: skip
 
 
 def every_layer_figure(state: ExplorerState):
@@ -266,6 +284,14 @@ def cache_summary(state: ExplorerState) -> str:
     n = len(session.token_ids)
     if session.cache is None:
         line = "**KV cache: off.** Every step recomputes all keys and values."
+    elif session.under_policy:
+        full = 2 * c.n_layers * c.n_kv_heads * c.head_dim * n * 4
+        held = session.cache.self_attn_bytes
+        line = (
+            f"**KV cache: {session.cache_policy.label()}, {held / 1e6:.2f} MB held** of the full cache's "
+            f"{full / 1e6:.2f} MB ({1 - held / full:.0%} saved). Hatched cells in the heatmaps: keys the cache had "
+            "evicted before that query ran."
+        )
     else:
         mb = session.cache.self_attn_bytes / 1e6
         line = (
@@ -301,6 +327,8 @@ def status_line(state: ExplorerState) -> str:
     if session.steps:
         last = session.steps[-1]
         parts.append(f"last step {last.elapsed_ms:.0f} ms with the cache {'on' if last.use_cache else 'off'}")
+    if session.under_policy:
+        parts.append(f"cache: {session.cache_policy.label()}")
     else:
         parts.append(f"prompt read in {session.prefill_ms:.0f} ms")
     if session.finished:

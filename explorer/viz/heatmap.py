@@ -63,6 +63,8 @@ def attention_heatmap(
     window: int | None = None,  # a sliding layer's window (ModelConfig.window_of), causal only
     key_title: str = "keys (what is read)",
     query_title: str = "queries (who reads)",
+    evicted: np.ndarray | None = None,  # (queries, keys) True where a cache policy had evicted the key
+    evicted_by: str = "",  # the policy, for the hover ("sinks 4 + window 64")
 ) -> Figure:
     n_q, n_k = weights.shape
     if len(query_tokens) != n_q or len(key_tokens) != n_k:
@@ -71,6 +73,8 @@ def attention_heatmap(
             f"{len(query_tokens)} query and {len(key_tokens)} key tokens"
         )
     masked = hidden_keys(n_q, n_k, query_offset, window) if causal else np.zeros((n_q, n_k), dtype=bool)
+    if evicted is not None:
+        masked |= evicted
     # Masked cells are left empty (NaN, a gap) and the plot background behind them is grey.
     z = np.where(masked, np.nan, weights)
     trace = {
@@ -83,6 +87,8 @@ def attention_heatmap(
     layout["plot_bgcolor"] = MASK_COLOR if masked.any() else "white"
     if causal and window is not None:
         layout["meta"] = {"window": window}  # heatmap.js: why a masked cell is masked
+    if evicted is not None and evicted.any():
+        layout["meta"] = {"evicted_by": evicted_by}
     if selected_query is not None and 0 <= selected_query < n_q:
         layout["shapes"] = [{
             "type": "rect", "xref": "x", "yref": "y", "x0": -0.5, "x1": n_k - 0.5, "y0": selected_query - 0.5,

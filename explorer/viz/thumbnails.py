@@ -36,13 +36,15 @@ def palette(scale: str = DEFAULT_SCALE) -> np.ndarray:
 
 
 def head_levels(
-    attention: np.ndarray, causal: bool, size: int = CELL, gamma: float = 0.5, window: int | None = None
-) -> np.ndarray:
+    attention: np.ndarray, causal: bool, size: int = CELL, gamma: float = 0.5, window: int | None = None,
+    evicted: np.ndarray | None = None,
+) -> np.ndarray:  # fmt: skip
     """(heads, queries, keys) -> (heads, size, size) uint8 palette indices, one thumbnail a head.
 
     A square gamma makes small weights visible; masked cells (the future, and what a sliding
-    ``window`` leaves behind) are the mask colour, hatched (explorer.viz.colours: told from a
-    zero weight without relying on hue).
+    ``window`` leaves behind, and the keys a cache policy had evicted: ``evicted``, (heads,
+    queries, keys)) are the mask colour, hatched (explorer.viz.colours: told from a zero weight
+    without relying on hue).
     """
     _, n_q, n_k = attention.shape  # (heads, queries, keys)
     # Nearest-neighbour resize to exactly size x size: sample the cells first, then colour only
@@ -57,8 +59,11 @@ def head_levels(
             masked |= cols <= query - window
     w = np.clip(attention[:, rows, cols], 0.0, 1.0) ** gamma  # (heads, size, size): every head at once
     levels = np.rint(w * (LEVELS - 1)).astype(np.uint8)
-    levels[:, masked] = MASK
-    levels[:, masked & hatch_lines(size)] = HATCH
+    masked = np.broadcast_to(masked, levels.shape)  # (heads, size, size)
+    if evicted is not None:
+        masked = masked | evicted[:, rows, cols]
+    levels[masked] = MASK
+    levels[masked & hatch_lines(size)] = HATCH
     return levels
 
 
@@ -89,6 +94,7 @@ def head_grid(
     switched_off: Iterable[int] = (),
     scale: str = DEFAULT_SCALE,
     window: int | None = None,
+    evicted: np.ndarray | None = None,  # (heads, queries, keys): keys a cache policy had evicted
 ):
     """Every head's thumbnail in one palette image ("P"), labelled "head h", in rows of
     ``columns``; the heads in ``switched_off`` crossed out in red and labelled so.
@@ -98,7 +104,7 @@ def head_grid(
     """
     from PIL import Image, ImageDraw
 
-    levels = head_levels(attention, causal, window=window)  # (heads, CELL, CELL)
+    levels = head_levels(attention, causal, window=window, evicted=evicted)  # (heads, CELL, CELL)
     grid = _labelled_grid(len(levels), columns).copy()  # (height, width) palette indices
     for h, thumb in enumerate(levels):
         x, y = (h % columns) * (CELL + GAP), (h // columns) * (CELL + GAP + LABEL)

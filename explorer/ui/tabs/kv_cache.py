@@ -15,7 +15,7 @@ from explorer.analysis.cache_lab import run_policy
 from explorer.analysis.cache_modes import compare_cache_modes
 from explorer.errors import InputError
 from explorer.loading.registry import ASSETS
-from explorer.ui import views
+from explorer.ui import render, views
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, shown_plot
 from explorer.ui.tab import require, tab_event
@@ -79,6 +79,8 @@ def layout(page: Page) -> None:
             with gr.Row():
                 page.add(
                     lab_run=gr.Button("Run the policy on this text", variant="primary", elem_id="lab-run"),
+                    lab_apply=gr.Button("Step under it", elem_id="lab-apply"),
+                    lab_full=gr.Button("Full cache again", elem_id="lab-full"),
                     lab_curve_button=gr.Button("Budget curve (about a minute)", elem_id="lab-curve-button"),
                 )
             page.add(
@@ -111,6 +113,9 @@ def wire(wiring: Wiring) -> None:
     chosen = [page.state, page.lab_policy, page.lab_budget, page.lab_sinks]
     page.lab_run.click(wiring.on(on_lab_run), chosen, page.pick("lab_grid", "lab_divergence", "lab_info"))
     page.lab_curve_button.click(wiring.on(on_budget_curve), [page.state], page.pick("lab_curve", "lab_info"))
+    every_view = page.pick(*render.step_views(), *render.SESSION_VIEWS)  # a new session, the same model
+    page.lab_apply.click(wiring.on(on_lab_apply), chosen, every_view)
+    page.lab_full.click(wiring.on(on_lab_full), [page.state], every_view)
 
 
 def whole_number(value, what: str, least: int, most: int) -> int:
@@ -150,6 +155,35 @@ def on_lab_run(st, name, budget, sinks, progress=gr.Progress()) -> Updates:
         raise InputError(str(error)) from None
     st.keep("cache_lab", run)
     return {**{k: v for k, v in figures(st).items() if k != "timing_plot"}, "lab_info": lab_summary(run)}
+
+
+@tab_event
+def on_lab_apply(st, name, budget, sinks) -> Updates:
+    """The session goes on under the policy: its tokens are read again, and the heatmaps hatch
+    the keys the cache had evicted before each query ran."""
+    st = require(st)
+    policy = chosen_policy(name, budget, sinks, st.session.config.head_dim)
+    if policy.bits is not None:
+        raise InputError(
+            "A quantized cache is measured in the lab (Run): the heatmaps need the keys each query read, and "
+            "a quantized key changes when its group is stored. Step under an eviction policy instead."
+        )
+    return restarted(st, policy)
+
+
+@tab_event
+def on_lab_full(st) -> Updates:
+    st = require(st)
+    return restarted(st, None) if st.session.under_policy else gr.skip()
+
+
+def restarted(st: ExplorerState, policy) -> Updates:
+    try:
+        session = st.session.with_cache_policy(policy)
+    except cp.PolicyError as error:
+        raise InputError(str(error)) from None
+    st.start(st.model_name, session)
+    return render.render(st, full=True)
 
 
 def lab_summary(run) -> str:
