@@ -22,33 +22,57 @@ from collections.abc import Callable
 from pathlib import Path
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from explorer.analysis import export
+from explorer.analysis.cache_lab import run_policy
 from explorer.analysis.export_html import export_html
 from explorer.errors import InputError
 from explorer.session import GenerationSession
 from explorer.ui import insights, views
 from explorer.ui.views import MEAN, ExplorerState, checked_query, checked_view
-from explorer.viz import head_grid
+from explorer.viz import cache_lab as lab_figures
 
 __all__ = ["TABLES", "VIEWS", "open_app", "records", "save_html", "save_json", "show", "table"]
 
 
-def heads_image(state: ExplorerState):
-    """Every head of the layer as one image (the app's all-heads grid)."""
-    return head_grid(state.session.self_attention(state.layer), causal=True)
+def kv_lab_figure(state: ExplorerState) -> dict:
+    """The KV-cache lab for a session under a cache policy: what each layer holds (above) and the
+    divergence from the full cache at each step (below), as the app's lab draws them."""
+    session = state.session
+    if not session.under_policy:
+        raise InputError(
+            "the kv-lab view shows a session under a cache policy: "
+            "GenerationSession(loaded, text, cache_policy=explorer.cache_policies.sinks(4, 64))"
+        )
+    run = run_policy(session, session.cache_policy)
+    grid = lab_figures.held_grid_figure(run, session.token_texts(), session.config.n_kv_heads)
+    divergence = lab_figures.divergence_figure(run)
+    titles = [grid["layout"]["title"]["text"], divergence["layout"]["title"]["text"]]
+    figure = make_subplots(rows=2, cols=1, vertical_spacing=0.18, subplot_titles=titles)
+    for trace in grid["data"]:
+        figure.add_trace(go.Heatmap({**trace, "colorscale": lab_figures.GRID_COLORS}), row=1, col=1)
+    for trace in divergence["data"]:
+        figure.add_trace(go.Scatter(trace), row=2, col=1)
+    figure.update_yaxes(autorange="reversed", title_text="layer", row=1, col=1)
+    figure.update_yaxes(title_text="KL, nats", row=2, col=1)
+    figure.update_xaxes(title_text="position", row=1, col=1)
+    figure.update_xaxes(title_text="position the step read last", row=2, col=1)
+    figure.update_layout(height=720, showlegend=True)
+    return figure.to_dict()
 
 
 # Each view: a function from the view's state to a plotly figure dict or a PIL image.
 VIEWS: dict[str, Callable] = {
     "self-attention": views.self_attention_figure,
-    "heads": heads_image,
+    "heads": views.heads_grid_image,
     "cross-attention": views.cross_attention_figure,
     "encoder-attention": views.encoder_attention_figure,
     "every-layer": views.every_layer_figure,
     "logit-lens": insights.lens_figure,
     "head-roles": insights.roles_image,
     "kv-cache": views.timing_figure,
+    "kv-lab": kv_lab_figure,
 }
 
 

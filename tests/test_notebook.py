@@ -41,12 +41,12 @@ def app_views():
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("view", list(notebook.VIEWS))
+@pytest.mark.parametrize("view", [name for name in notebook.VIEWS if name != "kv-lab"])
 def test_every_view_is_what_the_page_draws(translated, view):
     """The notebook's figure (or image) equals the app's own view of the same session and choice."""
     from explorer.ui.views import ExplorerState
 
-    assert set(notebook.VIEWS) == set(app_views())
+    assert set(notebook.VIEWS) == {*app_views(), "kv-lab"}  # kv-lab: its own test below
     shown = notebook.show(translated, view, layer=1, head=2)
     state = ExplorerState("tiny", session=translated, layer=1, head="2")
     page = app_views()[view](state)
@@ -55,6 +55,27 @@ def test_every_view_is_what_the_page_draws(translated, view):
     else:
         assert shown.to_dict() == go.Figure(page).to_dict()
         assert shown.layout.title.text  # a figure of something, named
+
+
+def test_the_kv_lab_figure_is_the_labs_two_figures(translated):
+    """notebook.show(session, "kv-lab") for a session under a policy: the lab's grid and divergence,
+    as the page's lab draws them for that policy; a full-cache session is told what to do."""
+    from explorer import InputError
+    from explorer import cache_policies as cp
+    from explorer.analysis.cache_lab import run_policy
+    from explorer.viz import cache_lab
+
+    with pytest.raises(InputError, match="cache_policy="):
+        notebook.show(translated, "kv-lab")
+    session = translated.with_cache_policy(cp.sinks(1, 3))
+    figure = notebook.show(session, "kv-lab")
+    run = run_policy(translated, cp.sinks(1, 3))  # the page's lab run on the full-cache session's text
+    grid = cache_lab.held_grid_figure(run, session.token_texts(), session.config.n_kv_heads)
+    divergence = cache_lab.divergence_figure(run)
+    heatmap, *lines = figure.data
+    assert [list(row) for row in heatmap.z] == grid["data"][0]["z"] and (np.asarray(grid["data"][0]["z"]) == 2).any()
+    assert list(lines[0].y) == pytest.approx(divergence["data"][0]["y"]) and max(lines[0].y) > 0
+    assert figure.layout.annotations[0].text == grid["layout"]["title"]["text"]
 
 
 def test_the_kv_cache_figure_is_the_sessions_timings(translated):

@@ -225,6 +225,11 @@ def encoder_attention_figure(state: ExplorerState):
 
 def heads_image(state: ExplorerState) -> str:
     """Every head of the layer in one image, as a PNG file's path (``viz.head_at`` reads a click on it)."""
+    return png_file(heads_grid_image(state))
+
+
+def heads_grid_image(state: ExplorerState):
+    """Every head of the layer in one palette image, the keys a cache policy evicted hatched."""
     attention = state.session.self_attention(state.layer)
     switched_off = state.switched_off.heads_of(state.layer)
     session = state.session
@@ -232,10 +237,8 @@ def heads_image(state: ExplorerState) -> str:
     evicted = session.evicted(state.layer)  # (kv_heads, T, T) or None
     if evicted is not None:  # each head its key/value head's
         evicted = evicted.repeat(session.config.n_heads // session.config.n_kv_heads, axis=0)
-    return png_file(
-        head_grid(attention, causal=True, switched_off=switched_off, scale=state.colour_scale, window=window,
-                  evicted=evicted)
-    )  # fmt: skip
+    return head_grid(attention, causal=True, switched_off=switched_off, scale=state.colour_scale, window=window,
+                     evicted=evicted)  # fmt: skip
 
 
 def every_layer_figure(state: ExplorerState):

@@ -99,3 +99,38 @@ def test_the_lab_on_the_translator_evicts_the_target_side(page):
     grid = wait_plot_title(page, "lab-grid", "sinks 1 + window 2")
     assert len(grid["data"][0]["z"][0]) == 5  # the decoder's tokens: the source's keys are never evicted
     shot(page, "cache-lab-translator")
+
+
+def test_stepping_under_a_policy_hatches_the_evicted_keys_and_a_reload_keeps_it(page):
+    from tests.browser.conftest import wait_ready
+    from tests.browser.helpers import plot, status
+
+    n = len(tokens(page))
+    for i in range(1, 6):
+        page.click("#step")
+        wait_token_count(page, n + i)
+    idle(page)
+    open_lab(page)
+    set_number(page, "lab-budget", "8")
+    set_number(page, "lab-sinks", "2")
+    page.click("#lab-apply")
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('cache: sinks 2 + window 6')")
+    idle(page)
+    assert len(tokens(page)) == n + 5  # the same tokens, read again under the policy
+    page.click("button[role=tab]:has-text('Self-attention')")
+    page.wait_for_function(
+        "() => { const g = document.querySelector('#self-attention .attention-figure');"
+        " return g && g.layout && g.layout.meta && g.layout.meta.evicted_by === 'sinks 2 + window 6'; }"
+    )
+    t = n + 5
+    future = t * (t - 1) // 2
+    evicted = sum(i - 7 for i in range(8, t))  # query i no longer reads keys 2 .. i - 7
+    assert plot(page, "self-attention")["traces"][0]["nan"] == future + evicted
+    shot(page, "cache-lab-hatched-heatmap")
+    page.reload()
+    wait_ready(page)
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('cache: sinks 2 + window 6')")
+    assert "cache: sinks 2 + window 6" in status(page)
+    open_lab(page)
+    page.click("#lab-full")
+    page.wait_for_function("() => !document.querySelector('#status').innerText.includes('cache:')")
