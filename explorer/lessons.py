@@ -8,7 +8,7 @@ session and checks a person's answer against the posed one. Nothing here imports
 
 The texts are written for a student who has seen a neural network but not a transformer; the
 order follows the notes the explorer grew from (tokens, the mask, the cache, heads, cross-
-attention, the residual stream, two architectures).
+attention, the residual stream, two architectures), then what a cache that keeps less does.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from explorer import cache_policies
 from explorer.analysis import proof, roles
 from explorer.analysis.ablation import SwitchedOff
 from explorer.analysis.cache_modes import compare_cache_modes
@@ -44,6 +45,7 @@ class Setup:
     head: str = "mean"  # "mean" or a head index as text
     temperature: float = 0.0
     seed: int = 0
+    cache_policy: str = "full"  # explorer.cache_policies.policy_spec: what the session's cache keeps
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,8 @@ class Lesson:
 
 def posed_session(loaded, setup: Setup) -> GenerationSession:
     """The step's session: its text, stepped ``setup.steps`` times."""
-    session = GenerationSession(loaded, setup.text, temperature=setup.temperature, seed=setup.seed)
+    policy = cache_policies.parse_policy(setup.cache_policy)
+    session = GenerationSession(loaded, setup.text, temperature=setup.temperature, seed=setup.seed, cache_policy=policy)
     for _ in range(setup.steps):
         session.step()
     return session
@@ -326,6 +329,64 @@ def norm_place(session: GenerationSession) -> Posed:
 REPEATED = "One two three four five. One two three four five. One two"
 RANDOM_REPEATED = "Kepler bright violin marble anchor. Kepler bright violin"
 
+# ---------------------------------------------------------------- 8. why the first token matters
+DECLARATION = (  # the Declaration of Independence's first sentence (public domain; assets/texts)
+    "When in the Course of human events, it becomes necessary for one people to dissolve the political bands "
+    "which have connected them with another, and to assume among the powers of the earth, the separate and "
+    "equal station to which the Laws of Nature and of Nature's God entitle them, a decent respect to the "
+    "opinions of mankind requires that they should declare the causes which impel them to the separation."
+)
+SINK_BUDGET, N_SINKS = 16, 4  # a window of 16 keys; then 4 first tokens + a window of 12: 16 keys too
+SINK_QUESTION = (
+    f"Scored from position {SINK_BUDGET + 1} on, how does this cache's perplexity compare with the full cache's?"
+)
+PERPLEXITY_OPTIONS = ["about the same (within 20%)", "from 1.2 to 3 times as high", "more than 3 times as high"]
+
+
+def attention_sink(session: GenerationSession) -> Posed:
+    """The layer whose newest token gives the first token the most weight (average of heads)."""
+    newest = len(session.token_ids) - 1
+    rows = np.stack([session.self_attention(i).mean(axis=0)[newest] for i in range(session.config.n_layers)])
+    layer = int(rows[:, 0].argmax())
+    answer = int(rows[layer].argmax())
+    first_wins = int((rows.argmax(axis=1) == 0).sum())
+    why = (
+        f"In layer {layer} the newest token gives {rows[layer, 0]:.0%} of its attention to "
+        f"{token_label(session, 0)!r}, a word that says little about what comes next. In {first_wins} of "
+        f"{session.config.n_layers} layers the first token is the key read most: softmax must give its weight "
+        "to some key, and many heads park it on the first token when nothing else fits. It is an **attention sink**."
+    )
+    return Posed(strongest_keys(session, rows[layer], answer), token_label(session, answer), why, layer=layer,
+                 head="mean")  # fmt: skip
+
+
+def perplexity_against_full(session: GenerationSession) -> Posed:
+    """The session's own policy against the full cache, on its own text, scored past the budget."""
+    policy = session.cache_policy
+    ids, start = session.token_ids, policy.budget + 1
+    full = cache_policies.perplexity(session.loaded, ids, cache_policies.full(), start=start)
+    ours = cache_policies.perplexity(session.loaded, ids, policy, start=start)
+    ratio = ours / full
+    answer = PERPLEXITY_OPTIONS[0] if ratio <= 1.2 else PERPLEXITY_OPTIONS[1] if ratio <= 3 else PERPLEXITY_OPTIONS[2]
+    why = (
+        f"Scored from position {start} on: the full cache's perplexity is {full:.2f}, {policy.label()}'s "
+        f"{ours:.2f} ({ratio:.1f}x). "
+    )
+    if isinstance(policy, cache_policies.Sinks):
+        window = cache_policies.perplexity(session.loaded, ids, cache_policies.window(policy.budget), start=start)
+        why += (
+            f"A window of {policy.budget} alone: {window:.2f} ({window / full:.1f}x). "
+            "The same number of keys, but with the first tokens kept the heads have their sink again, and most of "
+            "the damage goes (StreamingLLM, Xiao et al. 2024). The hatched cells in the heatmap are the keys evicted."
+        )
+    else:
+        why += (
+            "Once the first token leaves the cache, the heads that parked their weight on it must put it on "
+            "tokens that matter, and the predictions go astray. The hatched cells are the keys evicted."
+        )
+    return Posed(PERPLEXITY_OPTIONS, answer, why)
+
+
 LESSONS = [
     Lesson(1, "Tokens and the next token", [
         LessonStep(
@@ -433,6 +494,26 @@ LESSONS = [
             "with SmolLM2's.",
             "Where does the translator put its normalisation?",
             Setup(model=TRANSLATOR, text="twenty-one", tab="architecture"), norm_place),
+    ]),
+    Lesson(8, "Why the first token matters", [
+        LessonStep(
+            "The attention sink",
+            "Every row of attention adds up to 1: a head that finds nothing useful to read must still put its "
+            "weight somewhere. This step opened the layer whose newest token reads the first token most.",
+            "Which token does the newest token read most in this layer (average of the heads)?",
+            Setup(text=DECLARATION), attention_sink),
+        LessonStep(
+            "A window without it",
+            f"Long texts do not fit a cache, so systems keep only some keys. Here the cache keeps the last "
+            f"{SINK_BUDGET} positions: each token reads at most {SINK_BUDGET} keys, and the first token soon leaves "
+            "(the hatched cells). The *KV cache* tab's lab measures any policy.",
+            SINK_QUESTION, Setup(text=DECLARATION, cache_policy=f"window:{SINK_BUDGET}"), perplexity_against_full),
+        LessonStep(
+            "Keep the first tokens",
+            f"The same {SINK_BUDGET} keys, spent differently: the first {N_SINKS} tokens stay for good, and a window "
+            f"of the last {SINK_BUDGET - N_SINKS}.",
+            SINK_QUESTION, Setup(text=DECLARATION, cache_policy=f"sinks:{N_SINKS}:{SINK_BUDGET - N_SINKS}"),
+            perplexity_against_full),
     ]),
 ]  # fmt: skip
 

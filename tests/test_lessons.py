@@ -32,7 +32,7 @@ def posed():
 
 
 def test_every_step_has_its_answer_among_two_or_more_distinct_options(posed):
-    assert len(posed) >= 15 and {number for number, _ in posed} == set(range(1, 8))
+    assert len(posed) >= 18 and {number for number, _ in posed} == set(range(1, 9))
     for key, (_, question) in posed.items():
         assert len(question.options) >= 2 and len(set(question.options)) == len(question.options), key
         assert question.answer in question.options and question.why, key
@@ -133,11 +133,37 @@ def test_lens_and_architectures(posed):
     assert question.answer == lessons.NORM_OPTIONS[0 if before else 1] and not before
 
 
+def test_the_first_token_is_a_sink_and_a_window_without_it_goes_astray(posed):
+    session, question = posed[8, 0]
+    weights = session.full_pass(explorer.model.ATTENTION).trace.self_attention(question.layer)[0]  # (heads, T, T)
+    newest = weights.mean(dim=0)[-1]  # recomputed from a whole pass, not the session's kept rows
+    assert question.answer == lessons.token_label(session, int(newest.argmax())) == lessons.token_label(session, 0)
+    ratios = []
+    for index in (1, 2):
+        session, question = posed[8, index]
+        # Perplexity worked out here by stepping a session under the policy, a token at a time,
+        # and one under the full cache: not cache_policies.perplexity's own loop.
+        nll = {}
+        for policy in (None, session.cache_policy):
+            stepper = explorer.GenerationSession(session.loaded, "When", cache_policy=policy)
+            assert stepper.token_ids == session.token_ids[:1]
+            losses = []
+            for token in session.token_ids[1:]:
+                losses.append(-float(stepper.next_logits().float().log_softmax(-1)[token]))
+                stepper.force(token)
+            nll[policy] = np.mean(losses[lessons.SINK_BUDGET :])  # positions from 17 on
+        ratio = float(np.exp(nll[session.cache_policy] - nll[None]))
+        ratios.append(ratio)
+        expected = 0 if ratio <= 1.2 else 1 if ratio <= 3 else 2
+        assert question.answer == lessons.PERPLEXITY_OPTIONS[expected], (index, ratio)
+    assert ratios[1] < ratios[0]  # the sinks do better than a window of the same 16 keys
+
+
 def test_links_and_progress():
     assert linked_step({}) is None
     assert linked_step({"lesson": "3", "step": "2"}) == (3, 1)
     assert linked_step({"lesson": "3"}) == (3, 0)
-    for bad in ({"lesson": "9"}, {"lesson": "3", "step": "5"}, {"lesson": "three"}):
+    for bad in ({"lesson": "10"}, {"lesson": "3", "step": "5"}, {"lesson": "three"}):
         with pytest.raises(InputError):
             linked_step(bad)
     labels = dict((number, label) for label, number in lesson_choices({"1": [0, 1], "2": [0]}))
