@@ -29,13 +29,14 @@ from explorer.model.cache_policy import (
     PolicyError,
     Quantized,
     Sinks,
+    SnapKV,
     Window,
 )
 from explorer.model.policy_cache import PolicyCache
 
 __all__ = [
     "CachePolicy", "CurveRow", "PolicyError", "budget_curve", "full", "heavy_hitters", "key_norm", "perplexity",
-    "quantized", "sinks", "token_log_probs", "window",
+    "quantized", "sinks", "snapkv", "token_log_probs", "window",
 ]  # fmt: skip
 
 
@@ -62,6 +63,12 @@ def heavy_hitters(heavy: int, recent: int) -> HeavyHitters:
 def key_norm(size: int) -> KeyNorm:
     """kvpress's KnormPress: the ``size`` keys of smallest L2 norm (per key/value head)."""
     return KeyNorm(size)
+
+
+def snapkv(size: int, observe: int = 16) -> SnapKV:
+    """SnapKV (kvpress's SnapKVPress): after the prompt's pass, the ``size`` prompt keys the last
+    ``observe`` queries attended to most, per key/value head; the generated tokens then join them."""
+    return SnapKV(size, observe)
 
 
 def quantized(bits: int = 8, group: int = 32, recent: int = 16, under: CachePolicy | None = None) -> Quantized:
@@ -94,6 +101,7 @@ def token_log_probs(loaded: LoadedModel, ids: Sequence[int], policy: CachePolicy
 def teacher_forced(loaded: LoadedModel, ids: Sequence[int], policy: CachePolicy) -> tuple[torch.Tensor, int]:
     """``token_log_probs`` and the bytes the cache holds at the end."""
     policy.check(loaded.config)
+    refuse_prefill_press(policy)
     c, model = loaded.config, loaded.model
     tokens = torch.tensor([list(ids)], device=next(model.parameters()).device)  # (1, T)
     n = tokens.shape[1]
@@ -119,6 +127,7 @@ def teacher_forced_together(
     that the model's weights are read once a token for all of them. ``progress`` hears the share done."""
     for policy in policies:
         policy.check(loaded.config)
+        refuse_prefill_press(policy)
     results: list[tuple[torch.Tensor, int] | None] = [None] * len(policies)
     stepped = [i for i, p in enumerate(policies) if p.evicts or p.bits]
     for i in set(range(len(policies))) - set(stepped):
@@ -137,6 +146,14 @@ def teacher_forced_together(
         for row, i in enumerate(stepped):
             results[i] = (log_probs[row], caches[row].nbytes)
     return results
+
+
+def refuse_prefill_press(policy: CachePolicy) -> None:
+    if policy.prefill_press:
+        raise InputError(
+            f"{policy.label()} compresses a prompt once, after its pass: teacher-forcing a text a token at a time "
+            "gives it no prompt. Measure it in a session (the KV-cache lab's Run, or explorer.analysis.cache_lab)."
+        )
 
 
 def perplexity(loaded: LoadedModel, text: str | Sequence[int], policy: CachePolicy, start: int = 1) -> float:
@@ -203,7 +220,8 @@ def check_budget(budget: object, n_tokens: int, n_sinks: int = 0) -> int:
 
 
 # ---------------------------------------------------------------- a policy as text (links, saved sessions)
-SPEC_FIELDS = {"full": 0, "window": 1, "sinks": 2, "heavy_hitters": 2, "key_norm": 1, "int8": 2, "int4": 2}
+SPEC_FIELDS = {"full": 0, "window": 1, "sinks": 2, "heavy_hitters": 2, "key_norm": 1, "snapkv": 2, "int8": 2,
+               "int4": 2}  # fmt: skip
 MAX_SPEC_CHARS = 40
 
 
@@ -218,6 +236,8 @@ def policy_spec(policy: CachePolicy) -> str:
         numbers = (policy.sinks, policy.window)
     elif isinstance(policy, HeavyHitters):
         numbers = (policy.heavy, policy.recent)
+    elif isinstance(policy, SnapKV):
+        numbers = (policy.size, policy.observe)
     else:
         numbers = ()
     return ":".join([policy.name, *map(str, numbers)])
@@ -236,6 +256,7 @@ def parse_policy(spec: object) -> CachePolicy:
     if any(v > 100_000 for v in values):
         raise InputError(f"The session's cache policy {spec!r} has a number out of range.")
     makers = {"full": full, "window": window, "sinks": sinks, "heavy_hitters": heavy_hitters, "key_norm": key_norm,
+              "snapkv": snapkv,
               "int8": lambda g, r: quantized(8, g, r), "int4": lambda g, r: quantized(4, g, r)}  # fmt: skip
     try:
         return makers[name](*values)

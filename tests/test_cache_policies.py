@@ -135,6 +135,50 @@ def test_a_policy_keeps_what_the_paper_keeps_and_gives_transformers_logits(check
     assert len(session.token_ids) > policy.budget + 20
 
 
+def kvpress_snapkv_scores(attentions: torch.Tensor, observe: int, kernel: int, kv_heads: int) -> torch.Tensor:
+    """SnapKV's scores as kvpress's SnapKVPress.score writes them, from transformers' prompt
+    attention (1, heads, T, T): (1, kv_heads, T)."""
+    _, heads, n, _ = attentions.shape
+    weights = attentions[..., -observe:, :-observe].mean(dim=-2)  # (1, heads, T - observe)
+    weights = torch.nn.functional.avg_pool1d(weights, kernel_size=kernel, padding=kernel // 2, stride=1)
+    weights = weights.view(1, kv_heads, heads // kv_heads, n - observe).mean(2)
+    return torch.nn.functional.pad(weights, (0, observe), value=weights.max().item())
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "gpt2"])
+def test_snapkv_presses_the_prompt_as_kvpress_does_and_gives_transformers_logits(checkpoints, family):
+    from transformers import DynamicCache
+
+    policy = cp.snapkv(12, observe=4)
+    loaded = explorer.load_model(str(checkpoints[family]), progress=False)
+    c = loaded.config
+    session = explorer.GenerationSession(loaded, PROMPT, cache_policy=policy)
+    model, cache = hf_model(checkpoints[family]), DynamicCache()
+    prompt = torch.tensor([session.token_ids])
+    with torch.no_grad():
+        out = model(input_ids=prompt, cache=cache, output_attentions=True, use_cache=True)
+    for layer, (cached, attentions) in enumerate(zip(cache.layers, out.attentions, strict=True)):
+        scores = kvpress_snapkv_scores(attentions, policy.observe, policy.kernel, c.n_kv_heads)
+        kept = scores.topk(policy.size, dim=-1).indices  # (1, kv_heads, kept): ScorerPress keeps the top scores
+        index = kept[..., None].expand(-1, -1, -1, cached.keys.shape[-1])
+        cached.keys, cached.values = cached.keys.gather(2, index), cached.values.gather(2, index)
+        held = session.cache.held_positions(layer)
+        assert [sorted(row) for row in held.tolist()] == [sorted(row) for row in kept[0].tolist()]
+    logits = out.logits[0, -1]
+    for _ in range(N_STEPS):
+        assert (session.next_logits() - logits).abs().max() <= 1e-4
+        position = len(session.token_ids)
+        token = session.step().token_id
+        with torch.no_grad():
+            logits = model(
+                input_ids=torch.tensor([[token]]), cache=cache, position_ids=torch.tensor([[position]]),
+                cache_position=torch.tensor([position]), use_cache=True,
+            ).logits[0, -1]  # fmt: skip
+    assert session.cache.held_positions(0).shape[1] == policy.size + N_STEPS  # the cache grows after the press
+    with pytest.raises(explorer.InputError, match="compresses a prompt once"):
+        cp.perplexity(loaded, PROMPT, policy)
+
+
 def equivalent_mask(policy, n: int) -> torch.Tensor:
     """(n, n) True where query i reads key j under a window or sinks + window."""
     i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
@@ -311,7 +355,15 @@ def test_the_budget_curve_steps_its_policies_together_as_each_would_alone(checkp
 
 @pytest.mark.parametrize(
     "policy",
-    [cp.full(), cp.window(64), cp.sinks(4, 60), cp.heavy_hitters(32, 32), cp.key_norm(64), cp.quantized(4, 16, 8)],
+    [
+        cp.full(),
+        cp.window(64),
+        cp.sinks(4, 60),
+        cp.heavy_hitters(32, 32),
+        cp.key_norm(64),
+        cp.snapkv(64, 16),
+        cp.quantized(4, 16, 8),
+    ],
     ids=lambda p: p.label(),
 )
 def test_a_policy_is_written_as_text_and_read_back(policy):

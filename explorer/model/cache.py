@@ -50,7 +50,7 @@ class LayerKV:
         return self.keys.nbytes + self.values.nbytes
 
 
-class _GrowingKV:
+class GrowingKV:
     """A (batch, kv_heads, capacity, head_dim) pair of buffers and how much of them is used."""
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor) -> None:
@@ -90,7 +90,7 @@ class KVCache:
     """Per-layer keys and values that grow one position per step."""
 
     def __init__(self, n_layers: int) -> None:
-        self._self_attn: list[_GrowingKV | None] = [None] * n_layers
+        self._self_attn: list[GrowingKV | None] = [None] * n_layers
         self.cross_attn: list[LayerKV | None] = [None] * n_layers
 
     @property
@@ -103,7 +103,7 @@ class KVCache:
         """Add new positions to one layer's self-attention cache; return the whole of it."""
         entry = self._self_attn[layer]
         if entry is None:
-            self._self_attn[layer] = entry = _GrowingKV(keys, values)
+            self._self_attn[layer] = entry = GrowingKV(keys, values)
         else:
             entry.append(keys, values)
         return entry.view()

@@ -15,6 +15,12 @@ entry, the *victim*, chosen per key/value head before the new query attends:
 - ``KeyNorm(K)`` (kvpress's ``KnormPress``: keys of small L2 norm draw attention): the key of
   largest norm leaves (of keys equal in norm, the oldest).
 
+``SnapKV(K, observe)`` (Li et al. 2024, as kvpress's ``SnapKVPress`` defines it) is a press: once
+the prompt's pass has run, each key/value head keeps the K prompt keys that its last ``observe``
+queries attended to most (their mean weight, smoothed over neighbouring keys by a 5-wide average,
+averaged over the GQA group; the observed queries' own keys always stay). The cache then grows
+with the generated tokens.
+
 ``Quantized(bits, group, recent)`` (KIVI, Liu et al. 2024) keeps every entry but stores old keys
 per channel and old values per token as ``bits``-bit integers with a scale and a minimum per
 group of ``group`` numbers; the newest tokens stay in full precision.
@@ -64,6 +70,12 @@ class CachePolicy:
     @property
     def bits(self) -> int | None:
         return None
+
+    @property
+    def prefill_press(self) -> bool:
+        """Whether the policy compresses the prompt once, after its pass, and then lets the cache
+        grow (kvpress's presses), instead of evicting at every step."""
+        return False
 
     def label(self) -> str:
         return "full cache"
@@ -251,3 +263,53 @@ class Quantized(CachePolicy):
                 f"Values are quantized per token in groups of {self.group} of the head's {config.head_dim} "
                 f"numbers: choose a group that divides {config.head_dim}."
             )
+
+
+@dataclass(frozen=True)
+class SnapKV(CachePolicy):
+    size: int = 64
+    observe: int = 16
+    kernel: int = 5  # kvpress's default smoothing
+
+    def __post_init__(self) -> None:
+        _check_count(self.size, "The budget", 1)
+        _check_count(self.observe, "The observation window", 1)
+        if self.observe > self.size:
+            raise PolicyError(
+                f"The observation window ({self.observe}) must fit the budget ({self.size}): its keys always stay."
+            )
+
+    @property
+    def name(self) -> str:
+        return "snapkv"
+
+    @property
+    def budget(self) -> int:
+        return self.size
+
+    @property
+    def needs_attention(self) -> bool:
+        return True
+
+    @property
+    def prefill_press(self) -> bool:
+        return True
+
+    def label(self) -> str:
+        return f"SnapKV {self.size} (observing the last {self.observe})"
+
+    def check(self, config: ModelConfig) -> None:
+        _refuse_models_it_cannot_cut(config, "An evicting cache")
+
+    def scores(self, probs: torch.Tensor, kv_heads: int) -> torch.Tensor:
+        """(kv_heads, T) from the prompt's attention (heads, T, T): the mean weight the last
+        ``observe`` queries give each earlier key, averaged over ``kernel`` neighbouring keys (zeros
+        past the ends) and over each GQA group; the observed queries' own keys get the maximum."""
+        heads, n, _ = probs.shape
+        observed = probs[:, -self.observe :, : n - self.observe].float().mean(dim=1)  # (heads, T - observe)
+        pooled = torch.nn.functional.avg_pool1d(observed[None], self.kernel, stride=1, padding=self.kernel // 2)[0]
+        grouped = pooled.view(kv_heads, heads // kv_heads, -1).mean(dim=1)  # (kv_heads, T - observe)
+        return torch.nn.functional.pad(grouped, (0, self.observe), value=float(grouped.max()))
+
+    def victims(self, held: HeldEntries, new_position: int) -> torch.Tensor:
+        raise NotImplementedError("SnapKV presses the prompt once; it has no victim per step")

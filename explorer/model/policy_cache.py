@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from .cache import KVCache, LayerKV
+from .cache import GrowingKV, KVCache, LayerKV
 from .cache_policy import CachePolicy, HeldEntries, PolicyError
 
 
@@ -53,14 +53,23 @@ class EvictionLog:
 
     def record(self, layer: int, positions: torch.Tensor, at: int) -> None:
         """``positions`` (kv_heads,): the entry each head lets go for the query at ``at``."""
+        log = self._room(layer, positions.shape[0], at)
+        log[torch.arange(positions.shape[0]), positions.cpu()] = at
+
+    def record_all(self, layer: int, evicted: torch.Tensor, at: int) -> None:
+        """``evicted`` (kv_heads, positions) True for every entry let go for the query at ``at``."""
+        log = self._room(layer, evicted.shape[0], at)
+        log[:, : evicted.shape[1]][evicted.cpu()] = at
+
+    def _room(self, layer: int, kv_heads: int, at: int) -> torch.Tensor:
+        """The layer's log, grown to hold positions up to ``at``."""
         log = self.layers[layer]
-        room = max(64, 2 * at) if log is None or log.shape[1] <= at else log.shape[1]
-        if log is None or log.shape[1] < room:
-            grown = torch.full((positions.shape[0], room), NEVER, dtype=torch.int32)
+        if log is None or log.shape[1] <= at:
+            grown = torch.full((kv_heads, max(64, 2 * at)), NEVER, dtype=torch.int32)
             if log is not None:
                 grown[:, : log.shape[1]] = log
             self.layers[layer] = log = grown
-        log[torch.arange(positions.shape[0]), positions.cpu()] = at
+        return log
 
     def evicted_at(self, layer: int, n_positions: int, kv_heads: int) -> torch.Tensor:
         """(kv_heads, n_positions) int32."""
@@ -132,6 +141,50 @@ class _EvictingKV:
     @property
     def nbytes(self) -> int:
         return 2 * self.keys[:, :, : self.used].numel() * self.keys.element_size()
+
+
+class _PressedKV:
+    """One layer's keys and values under a prefill press (SnapKV): the prompt's pass writes them
+    all and, once its attention is known, keeps the policy's choice per key/value head; the
+    generated tokens' entries then join them (batch 1)."""
+
+    def __init__(self, policy: CachePolicy, log: EvictionLog, layer: int) -> None:
+        self.policy, self.log, self.layer = policy, log, layer
+        self.store: GrowingKV | None = None
+        self.positions: torch.Tensor | None = None  # (kv_heads, held) the position of each entry
+        self.seen = 0
+
+    def append(self, keys: torch.Tensor, values: torch.Tensor) -> LayerKV:
+        _, kv_heads, n, _ = keys.shape
+        prompt = self.store is None
+        if prompt:
+            self.store = GrowingKV(keys, values)
+        else:
+            self.store.append(keys, values)
+        new = torch.arange(self.seen, self.seen + n, device=keys.device).expand(kv_heads, n)
+        self.positions = new if prompt else torch.cat([self.positions, new], dim=1)
+        self.seen += n
+        held = self.store.view()
+        held.new_keys, held.new_values = keys, values
+        if prompt and n > self.policy.budget:  # pressed once the prompt's queries have read it
+            held.on_attention = self._press
+        return held
+
+    def _press(self, probs: torch.Tensor) -> None:
+        """Keep, per key/value head, the prompt keys of the highest scores (in position order)."""
+        held = self.store.view()
+        kv_heads, n = self.positions.shape
+        scores = self.policy.scores(probs[0], kv_heads)  # (kv_heads, T)
+        kept = scores.topk(self.policy.budget, dim=1).indices.sort(dim=1).values  # (kv_heads, budget)
+        index = kept[None, :, :, None].expand(1, kv_heads, kept.shape[1], held.keys.shape[3])
+        self.store = GrowingKV(held.keys.gather(2, index), held.values.gather(2, index))
+        evicted = torch.ones((kv_heads, n), dtype=torch.bool, device=kept.device).scatter(1, kept, False)
+        self.log.record_all(self.layer, evicted, self.seen)  # from the first query after the prompt
+        self.positions = self.positions.gather(1, kept)
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.store is None else self.store.nbytes
 
 
 class _QuantizedKV:
@@ -212,7 +265,7 @@ class PolicyCache(KVCache):
             raise PolicyError("the full cache is the plain KVCache")
         self.policy = policy
         self.log = log if log is not None else EvictionLog(n_layers)
-        self._layers: list[_EvictingKV | _QuantizedKV | None] = [None] * n_layers
+        self._layers: list[_EvictingKV | _PressedKV | _QuantizedKV | None] = [None] * n_layers
 
     @property
     def length(self) -> int:
@@ -224,7 +277,12 @@ class PolicyCache(KVCache):
         entry = self._layers[layer]
         if entry is None:
             p = self.policy
-            entry = _EvictingKV(p, keys, self.log, layer) if p.evicts else _QuantizedKV(p.bits, p.group, p.recent, keys)
+            if p.prefill_press:
+                entry = _PressedKV(p, self.log, layer)
+            elif p.evicts:
+                entry = _EvictingKV(p, keys, self.log, layer)
+            else:
+                entry = _QuantizedKV(p.bits, p.group, p.recent, keys)
             self._layers[layer] = entry
         return entry.append(keys, values)
 
@@ -239,6 +297,8 @@ class PolicyCache(KVCache):
             return torch.zeros((0, 0), dtype=torch.int64)
         if isinstance(entry, _EvictingKV):
             return entry.held_positions()
+        if isinstance(entry, _PressedKV):
+            return entry.positions
         return torch.arange(entry.seen).expand(entry.tail_keys.shape[1], -1)
 
     def quantized_positions(self, layer: int) -> int:

@@ -203,7 +203,12 @@ class GenerationSession:
         """The passes that process tokens ``first`` .. ``end - 1``: one, but under an evicting
         policy one while the cache has room for them all, then one a token (each new key may evict
         another before the next query reads the cache)."""
-        budget = self.cache_policy.budget if self.use_cache else None
+        policy = self.cache_policy
+        if self.use_cache and policy.prefill_press:  # the prompt in one pass (pressed after it), then a token a pass
+            prompt_end = max(first, min(end, self.prompt_length))
+            together = [(first, prompt_end)] if prompt_end > first else []
+            return together + [(i, i + 1) for i in range(prompt_end, end)]
+        budget = policy.budget if self.use_cache else None
         room = end - first if budget is None else max(0, budget - self.cache.length)
         if room >= end - first:
             return [(first, end)]

@@ -47,6 +47,7 @@ POLICIES = [  # (what the menu shows, the value it sends)
     ("window", "window"),
     ("H2O: heavy + recent", "heavy_hitters"),
     ("key norm", "key_norm"),
+    ("SnapKV (prompt pressed once)", "snapkv"),
     ("int8 (KIVI)", "int8"),
     ("int4 (KIVI)", "int4"),
 ]
@@ -140,6 +141,8 @@ def chosen_policy(name, budget, sinks, head_dim: int) -> cp.CachePolicy:
         return cp.key_norm(size)
     if name == "heavy_hitters":
         return cp.heavy_hitters(size // 2, size - size // 2)
+    if name == "snapkv":  # the last quarter of the budget's worth of prompt queries observe
+        return cp.snapkv(size, observe=max(1, size // 4))
     n_sinks = whole_number(sinks, "The number of sinks", 1, size - 1)
     return cp.sinks(n_sinks, size - n_sinks)
 
