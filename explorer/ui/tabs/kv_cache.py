@@ -39,8 +39,10 @@ far each step's next-token distribution moved (KL divergence) and where the top 
 which is where greedy text under the policy would first depart. A window alone soon loses the
 first token, which many heads use as a resting place (an *attention sink*): keep a few first
 tokens and the damage mostly goes away (StreamingLLM). H2O keeps the keys that received the most
-attention; key norm keeps the smallest keys; KIVI stores old keys and values as 8- or 4-bit
-integers. **Budget curve** scores every policy at four budgets on a shipped text."""
+attention; key norm keeps the smallest keys; SnapKV presses the prompt once, keeping the keys its
+last queries read most; KIVI stores old keys and values as 8- or 4-bit integers. **Step under it**
+runs this session on the policy: the heatmaps hatch the keys evicted before each query ran.
+**Budget curve** scores every policy at four budgets on a shipped text."""
 
 POLICIES = [  # (what the menu shows, the value it sends)
     ("sinks + window", "sinks"),
