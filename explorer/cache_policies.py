@@ -45,14 +45,16 @@ def full() -> CachePolicy:
     return CachePolicy()
 
 
-def window(size: int) -> Window:
-    """A query reads the last ``size`` positions, its own included."""
-    return Window(size)
+def window(size: int, cache_positions: bool = False) -> Window:
+    """A query reads the last ``size`` positions, its own included. ``cache_positions``: rotary
+    keys take their rank in the cache as their position (StreamingLLM's way)."""
+    return Window(size, cache_positions=cache_positions)
 
 
-def sinks(n_sinks: int, size: int) -> Sinks:
-    """StreamingLLM: the first ``n_sinks`` positions and the last ``size``."""
-    return Sinks(n_sinks, size)
+def sinks(n_sinks: int, size: int, cache_positions: bool = False) -> Sinks:
+    """StreamingLLM: the first ``n_sinks`` positions and the last ``size``. ``cache_positions``:
+    rotary keys take their rank in the cache as their position, as the paper does."""
+    return Sinks(n_sinks, size, cache_positions=cache_positions)
 
 
 def heavy_hitters(heavy: int, recent: int) -> HeavyHitters:
@@ -109,7 +111,7 @@ def teacher_forced(loaded: LoadedModel, ids: Sequence[int], policy: CachePolicy)
         logits = model(tokens).logits[0]  # (T, vocab)
         held = 2 * c.n_layers * c.n_kv_heads * c.head_dim * n * next(model.parameters()).element_size()
     else:
-        cache = PolicyCache(c.n_layers, policy)
+        cache = PolicyCache(c.n_layers, policy, rotary=model.decoder.rotary)
         first = min(policy.budget, n) if policy.evicts else 1
         bounds = [(0, first)] + [(i, i + 1) for i in range(first, n)]
         logits = torch.cat([model(tokens[:, a:b], cache=cache).logits[0] for a, b in bounds])  # (T, vocab)
@@ -133,7 +135,8 @@ def teacher_forced_together(
     for i in set(range(len(policies))) - set(stepped):
         results[i] = teacher_forced(loaded, ids, policies[i])
     if stepped:
-        caches = [PolicyCache(loaded.config.n_layers, policies[i]) for i in stepped]
+        rotary = loaded.model.decoder.rotary
+        caches = [PolicyCache(loaded.config.n_layers, policies[i], rotary=rotary) for i in stepped]
         batch, model = CacheBatch(caches), loaded.model
         tokens = torch.tensor(list(ids), device=next(model.parameters()).device)  # (T,)
         log_probs = torch.empty(len(stepped), len(ids) - 1)
@@ -168,20 +171,25 @@ def perplexity(loaded: LoadedModel, text: str | Sequence[int], policy: CachePoli
 
 @dataclass(frozen=True)
 class CurveRow:
-    policy: str  # the policy's kind: "full", "window", "sinks", "heavy_hitters", "key_norm", "int8", "int4"
+    policy: str  # its kind: "full", "window", "sinks", "sinks_cache", "heavy_hitters", "key_norm", "int8", "int4"
     label: str
     budget: int | None  # keys a query reads at most; None: all
     bytes: int  # what the cache holds at the text's end
     perplexity: float
 
 
-def curve_policies(budgets: Iterable[int], head_dim: int, n_sinks: int = 4) -> list[CachePolicy]:
+def curve_policies(
+    budgets: Iterable[int], head_dim: int, n_sinks: int = 4, rotary: bool = False
+) -> list[CachePolicy]:  # fmt: skip
     """The policies of a budget curve: the full cache, then per budget a window, sinks + window,
-    H2O (half heavy, half recent) and key norm; then int8 and int4 over the whole cache (groups
-    of 32, or of the largest divisor of the head size below it)."""
+    H2O (half heavy, half recent), key norm and (``rotary`` models) sinks + window with positions
+    within the cache; then int8 and int4 over the whole cache (groups of 32, or of the largest
+    divisor of the head size below it)."""
     policies: list[CachePolicy] = [full()]
     for b in budgets:
         policies += [window(b), sinks(n_sinks, b - n_sinks), heavy_hitters(b // 2, b - b // 2), key_norm(b)]
+        if rotary:  # StreamingLLM's own way beside: positions within the cache
+            policies.append(sinks(n_sinks, b - n_sinks, cache_positions=True))
     group = math.gcd(32, head_dim)
     return [*policies, quantized(8, group), quantized(4, group)]
 
@@ -198,13 +206,14 @@ def budget_curve(
     start = max(budgets) + 1 if start is None else start
     if isinstance(start, bool) or not isinstance(start, int) or not 1 <= start < len(ids):
         raise InputError(f"start must be a position from 1 to {len(ids) - 1} (the text has {len(ids)} tokens).")
-    policies = curve_policies(budgets, loaded.config.head_dim, n_sinks)
+    policies = curve_policies(budgets, loaded.config.head_dim, n_sinks, rotary=loaded.config.positions == "rope")
     rows = []
     for policy, (log_probs, held) in zip(
         policies, teacher_forced_together(loaded, ids, policies, progress), strict=True
     ):
         score = math.exp(-float(log_probs[start - 1 :].mean()))
-        rows.append(CurveRow(policy.name, policy.label(), policy.budget, held, score))
+        kind = policy.name + ("_cache" if policy.in_cache_positions else "")
+        rows.append(CurveRow(kind, policy.label(), policy.budget, held, score))
     return rows
 
 
@@ -240,16 +249,18 @@ def policy_spec(policy: CachePolicy) -> str:
         numbers = (policy.size, policy.observe)
     else:
         numbers = ()
-    return ":".join([policy.name, *map(str, numbers)])
+    return ":".join([policy.name, *map(str, numbers)]) + (":cache" if policy.in_cache_positions else "")
 
 
 def parse_policy(spec: object) -> CachePolicy:
     """The policy ``policy_spec`` wrote; anything else (it comes from a link, a file, the browser)
     is refused with a message that says what a policy looks like."""
-    usage = 'a cache policy is written like "full", "window:64", "sinks:4:60" or "int8:32:16"'
+    usage = 'a cache policy is written like "full", "window:64", "sinks:4:60", "sinks:4:60:cache" or "int8:32:16"'
     if not isinstance(spec, str) or len(spec) > MAX_SPEC_CHARS:
         raise InputError(f"The session's cache policy is not one this explorer wrote: {usage}.")
     name, *numbers = spec.split(":")
+    in_cache = name in ("window", "sinks") and numbers[-1:] == ["cache"]
+    numbers = numbers[:-1] if in_cache else numbers
     if SPEC_FIELDS.get(name) != len(numbers) or not all(n.isascii() and n.isdigit() and len(n) <= 5 for n in numbers):
         raise InputError(f"The session's cache policy {spec!r} is not one this explorer wrote: {usage}.")
     values = [int(n) for n in numbers]
@@ -259,6 +270,6 @@ def parse_policy(spec: object) -> CachePolicy:
               "snapkv": snapkv,
               "int8": lambda g, r: quantized(8, g, r), "int4": lambda g, r: quantized(4, g, r)}  # fmt: skip
     try:
-        return makers[name](*values)
+        return makers[name](*values, cache_positions=True) if in_cache else makers[name](*values)
     except PolicyError as error:
         raise InputError(f"The session's cache policy {spec!r}: {error}") from None

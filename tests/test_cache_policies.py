@@ -179,6 +179,55 @@ def test_snapkv_presses_the_prompt_as_kvpress_does_and_gives_transformers_logits
         cp.perplexity(loaded, PROMPT, policy)
 
 
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_positions_within_the_cache_are_streamingllms(checkpoints, family):
+    """StreamingLLM's way: every held key is turned to its rank in the cache and the new token
+    takes the last rank. The reference cuts transformers' cache and turns its keys itself, with
+    transformers' own rotary embedding, by the change of each key's rank."""
+    from transformers import DynamicCache
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    policy = cp.sinks(3, 9, cache_positions=True)
+    loaded = explorer.load_model(str(checkpoints[family]), progress=False)
+    session = explorer.GenerationSession(loaded, PROMPT, cache_policy=policy)
+    model, cache = hf_model(checkpoints[family]), DynamicCache()
+    held, ranks = [], []  # the positions held, in transformers' cache order, and the rank each key is turned to
+    ids, n_prompt, logits = list(session.token_ids), len(session.token_ids), None
+    for step in range(n_prompt + N_STEPS):
+        if step >= n_prompt:  # the prompt read: each step's next-token logits against transformers'
+            assert (session.next_logits() - logits).abs().max() <= 1e-4
+            ids.append(session.step().token_id)
+        if len(held) == policy.budget:  # the oldest past the sinks leaves; the others take their new ranks
+            drop = min((i for i in range(len(held)) if held[i] >= policy.sinks), key=lambda i: held[i])
+            kept = [i for i in range(len(held)) if i != drop]
+            held = [held[i] for i in kept]
+            new_ranks = sorted(range(len(held)), key=lambda i: held[i])
+            new_ranks = [new_ranks.index(i) for i in range(len(held))]
+            turn = torch.tensor([[r - ranks[i] for r, i in zip(new_ranks, kept, strict=True)]])
+            for cached in cache.layers:
+                keys, values = cached.keys[:, :, kept], cached.values[:, :, kept]
+                cos, sin = model.model.rotary_emb(keys, turn)
+                cached.keys, cached.values = apply_rotary_pos_emb(keys, keys, cos, sin)[1], values
+            ranks = new_ranks
+        rank = len(held)
+        with torch.no_grad():
+            logits = model(
+                input_ids=torch.tensor([[ids[step]]]), cache=cache, position_ids=torch.tensor([[rank]]),
+                cache_position=torch.tensor([rank]), use_cache=True,
+            ).logits[0, -1]  # fmt: skip
+        held.append(step)
+        ranks.append(rank)
+    assert sorted(session.cache.held_positions(0)[0].tolist()) == sorted(held)
+    original = explorer.GenerationSession(loaded, PROMPT, cache_policy=cp.sinks(3, 9))
+    original.replay(session.generated_ids)
+    assert (original.next_logits() - session.next_logits()).abs().max() > 1e-3  # the positions matter
+    with pytest.raises(explorer.InputError, match="no kept query and key"):
+        session.self_attention(0)
+    gpt2 = explorer.load_model(str(checkpoints["gpt2"]), progress=False)
+    with pytest.raises(explorer.InputError, match="rotary models"):
+        explorer.GenerationSession(gpt2, PROMPT, cache_policy=policy)
+
+
 def equivalent_mask(policy, n: int) -> torch.Tensor:
     """(n, n) True where query i reads key j under a window or sinks + window."""
     i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
@@ -338,7 +387,7 @@ def test_the_budget_curve_steps_its_policies_together_as_each_would_alone(checkp
     log-probabilities and bytes equal that policy's own run."""
     loaded = explorer.load_model(str(checkpoints["llama"]), progress=False)
     ids = loaded.tokenizer(PROMPT * 2, add_special_tokens=False)["input_ids"][:70]
-    policies = cp.curve_policies((8, 16), loaded.config.head_dim)
+    policies = cp.curve_policies((8, 16), loaded.config.head_dim, rotary=True)
     together = cp.teacher_forced_together(loaded, ids, policies)
     for policy, (log_probs, held) in zip(policies, together, strict=True):
         alone, held_alone = cp.teacher_forced(loaded, ids, policy)
@@ -358,6 +407,7 @@ def test_the_budget_curve_steps_its_policies_together_as_each_would_alone(checkp
     [
         cp.full(),
         cp.window(64),
+        cp.sinks(4, 60, cache_positions=True),
         cp.sinks(4, 60),
         cp.heavy_hitters(32, 32),
         cp.key_norm(64),
@@ -373,7 +423,7 @@ def test_a_policy_is_written_as_text_and_read_back(policy):
 @pytest.mark.parametrize(
     "spec",
     ["window:0", "window:-1", "window:64:3", "sinks:4", "lru:5", "int3:32:16", "window:1e9", "window:9999999",
-     "window: 64", "window:٣", "", "x" * 100, 5, None, ["window", 64]],
+     "window: 64", "window:٣", "", "x" * 100, 5, None, ["window", 64], "key_norm:64:cache", "sinks:4:60:cash"],
 )  # fmt: skip
 def test_a_damaged_policy_is_refused_by_name(spec):
     with pytest.raises(explorer.InputError, match="cache policy"):

@@ -31,7 +31,7 @@ takes. They never import transformers; the tests check them against it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -70,6 +70,12 @@ class CachePolicy:
     @property
     def bits(self) -> int | None:
         return None
+
+    @property
+    def in_cache_positions(self) -> bool:
+        """Whether rotary keys take their rank in the cache as their position (StreamingLLM's way)
+        instead of keeping the position they were written at."""
+        return False
 
     @property
     def prefill_press(self) -> bool:
@@ -119,9 +125,19 @@ def _refuse_models_it_cannot_cut(config: ModelConfig, policy: str) -> None:
         )
 
 
+def _refuse_in_cache_positions_without_rotary(config: ModelConfig) -> None:
+    if config.positions != "rope":
+        raise PolicyError(
+            "Positions within the cache are StreamingLLM's way for rotary models, whose keys can be turned to a "
+            f"new position; this model's positions are {config.positions}. Keep the original positions."
+        )
+
+
 @dataclass(frozen=True)
 class Window(CachePolicy):
     size: int = 64
+    # StreamingLLM's way for rotary models: a key's position is its rank in the cache, not the text's.
+    cache_positions: bool = field(default=False, kw_only=True)
 
     def __post_init__(self) -> None:
         _check_count(self.size, "The window", 1)
@@ -134,11 +150,17 @@ class Window(CachePolicy):
     def budget(self) -> int:
         return self.size
 
+    @property
+    def in_cache_positions(self) -> bool:
+        return self.cache_positions
+
     def label(self) -> str:
-        return f"window {self.size}"
+        return f"window {self.size}" + (", positions in the cache" if self.cache_positions else "")
 
     def check(self, config: ModelConfig) -> None:
         _refuse_models_it_cannot_cut(config, "An evicting cache")
+        if self.cache_positions:
+            _refuse_in_cache_positions_without_rotary(config)
 
     def victims(self, held: HeldEntries, new_position: int) -> torch.Tensor:
         return held.positions.argmin(dim=1)  # the oldest
@@ -148,6 +170,7 @@ class Window(CachePolicy):
 class Sinks(CachePolicy):
     sinks: int = 4
     window: int = 64
+    cache_positions: bool = field(default=False, kw_only=True)  # as Window's
 
     def __post_init__(self) -> None:
         _check_count(self.sinks, "The number of sinks", 1)
@@ -161,11 +184,18 @@ class Sinks(CachePolicy):
     def budget(self) -> int:
         return self.sinks + self.window
 
+    @property
+    def in_cache_positions(self) -> bool:
+        return self.cache_positions
+
     def label(self) -> str:
-        return f"sinks {self.sinks} + window {self.window}"
+        where = ", positions in the cache" if self.cache_positions else ""
+        return f"sinks {self.sinks} + window {self.window}{where}"
 
     def check(self, config: ModelConfig) -> None:
         _refuse_models_it_cannot_cut(config, "An evicting cache")
+        if self.cache_positions:
+            _refuse_in_cache_positions_without_rotary(config)
 
     def victims(self, held: HeldEntries, new_position: int) -> torch.Tensor:
         sink = held.positions < self.sinks

@@ -18,6 +18,7 @@ import torch
 
 from .cache import GrowingKV, KVCache, LayerKV
 from .cache_policy import CachePolicy, HeldEntries, PolicyError
+from .positions import RotaryPositions, rotate
 
 
 def quantize(x: torch.Tensor, bits: int, dim: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -88,9 +89,14 @@ class _EvictingKV:
     """One layer's keys and values in ``budget`` slots, with the position and the accumulated
     attention of each (batch 1)."""
 
-    def __init__(self, policy: CachePolicy, like: torch.Tensor, log: EvictionLog, layer: int) -> None:
+    def __init__(
+        self, policy: CachePolicy, like: torch.Tensor, log: EvictionLog, layer: int,
+        rotary: RotaryPositions | None = None,
+    ) -> None:  # fmt: skip
         _, kv_heads, _, head_dim = like.shape
         self.log, self.layer = log, layer
+        # StreamingLLM's way: the keys are held unrotated and turned to their rank at every read.
+        self.rotary = rotary if policy.in_cache_positions else None
         self.policy, self.budget = policy, policy.budget
         self.keys = like.new_zeros((1, kv_heads, self.budget, head_dim))
         self.values = like.new_zeros((1, kv_heads, self.budget, head_dim))
@@ -106,7 +112,8 @@ class _EvictingKV:
             raise ValueError("an evicting cache takes one position per pass once it is full")
         for i in range(n):
             self._write(keys[:, :, i : i + 1], values[:, :, i : i + 1])
-        held = LayerKV(self.keys[:, :, : self.used], self.values[:, :, : self.used], new_keys=keys, new_values=values)
+        held_keys = self.keys[:, :, : self.used] if self.rotary is None else self._keys_at_their_ranks()
+        held = LayerKV(held_keys, self.values[:, :, : self.used], new_keys=keys, new_values=values)
         if self.policy.needs_attention:
             held.on_attention = self._add_scores
         return held
@@ -120,12 +127,28 @@ class _EvictingKV:
             held = HeldEntries(self.positions, self.keys[0], self.scores)
             slots = self.policy.victims(held, self.seen)  # (kv_heads,)
             self.log.record(self.layer, self.positions.gather(1, slots[:, None])[:, 0], self.seen)
+        if self.rotary is not None:  # it came rotated to its rank (PolicyCache.length): held unrotated
+            rank = torch.tensor([self.next_rank], device=key.device)
+            cos, sin = self.rotary.angles(rank)
+            key = rotate(key, (cos, -sin))
         index = slots.view(1, kv_heads, 1, 1).expand_as(key)
         self.keys.scatter_(2, index, key)
         self.values.scatter_(2, index, value)
         self.positions.scatter_(1, slots[:, None], self.seen)
         self.scores.scatter_(1, slots[:, None], 0.0)
         self.seen += 1
+
+    @property
+    def next_rank(self) -> int:
+        """The new entry's rank among those held once it is written: its position in the cache."""
+        return min(self.seen, self.budget - 1)
+
+    def _keys_at_their_ranks(self) -> torch.Tensor:
+        """(1, kv_heads, used, hd) the held keys, each rotated to its rank by position in its head."""
+        positions = self.positions[:, : self.used]
+        ranks = positions.argsort(dim=1).argsort(dim=1)  # (kv_heads, used)
+        cos, sin = self.rotary.cos[ranks], self.rotary.sin[ranks]  # (kv_heads, used, rotary_dim)
+        return rotate(self.keys[:, :, : self.used], (cos, sin))
 
     def _add_scores(self, probs: torch.Tensor) -> None:
         """H2O: each held key adds the weight every new query gave it, summed over its GQA group."""
@@ -259,19 +282,27 @@ class PolicyCache(KVCache):
     """A ``KVCache`` whose self-attention entries follow ``policy`` (cross-attention keys and
     values of a translator's source are kept whole: they are read by every step)."""
 
-    def __init__(self, n_layers: int, policy: CachePolicy, log: EvictionLog | None = None) -> None:
+    def __init__(
+        self, n_layers: int, policy: CachePolicy, log: EvictionLog | None = None,
+        rotary: RotaryPositions | None = None,
+    ) -> None:  # fmt: skip
         super().__init__(n_layers)
         if not (policy.evicts or policy.bits):
             raise PolicyError("the full cache is the plain KVCache")
-        self.policy = policy
+        if policy.in_cache_positions and rotary is None:
+            raise PolicyError("positions within the cache need the model's rotary angles")
+        self.policy, self.rotary = policy, rotary
         self.log = log if log is not None else EvictionLog(n_layers)
         self._layers: list[_EvictingKV | _PressedKV | _QuantizedKV | None] = [None] * n_layers
 
     @property
     def length(self) -> int:
-        """Positions seen so far: the next token's position (not the count of entries held)."""
+        """The next token's position: the count of tokens seen (not of entries held), or, with
+        positions within the cache, the rank it will take there."""
         first = self._layers[0]
-        return 0 if first is None else first.seen
+        if first is None:
+            return 0
+        return first.next_rank if self.policy.in_cache_positions else first.seen
 
     def append(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> LayerKV:
         entry = self._layers[layer]
@@ -280,7 +311,7 @@ class PolicyCache(KVCache):
             if p.prefill_press:
                 entry = _PressedKV(p, self.log, layer)
             elif p.evicts:
-                entry = _EvictingKV(p, keys, self.log, layer)
+                entry = _EvictingKV(p, keys, self.log, layer, self.rotary)
             else:
                 entry = _QuantizedKV(p.bits, p.group, p.recent, keys)
             self._layers[layer] = entry

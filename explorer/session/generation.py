@@ -75,8 +75,8 @@ class GenerationSession:
         self.eviction_log: EvictionLog | None = None
         if self.under_policy:
             self._check_policy(use_cache)
-        if self.cache_policy.bits is not None:  # what each query read changed as groups were quantized
-            self.record = NOTHING
+        if self.cache_policy.bits is not None or self.cache_policy.in_cache_positions:
+            self.record = NOTHING  # what each query read changed later (a group quantized, a key turned to a new rank)
         self.cache: KVCache | None = None
         self.steps: list[StepResult] = []
         self.timings: list[StepTiming] = []
@@ -85,7 +85,7 @@ class GenerationSession:
         self.model_device = next(self.model.parameters()).device
         bias = functools.partial(decoder_position_bias, self.model.decoder, self.model_device)  # T5's
         self.attention = SessionAttention(self.config, self.max_positions, bias)
-        if self.cache_policy.evicts:  # the views mask what each query's cache no longer held
+        if self.cache_policy.evicts and "qk" in self.record:  # the views mask what each query's cache no longer held
             self.eviction_log = EvictionLog(self.config.n_layers)
             self.attention.self_inputs.evictions = self.eviction_log
         self._next_logits: torch.Tensor | None = None  # (vocab,) for the next position
@@ -131,7 +131,7 @@ class GenerationSession:
     def new_cache(self) -> KVCache:
         """An empty cache under this session's policy."""
         if self.under_policy:
-            return PolicyCache(self.config.n_layers, self.cache_policy, self.eviction_log)
+            return PolicyCache(self.config.n_layers, self.cache_policy, self.eviction_log, self.model.decoder.rotary)
         return self.model.new_cache()
 
     def rebuild_cache(self) -> None:
@@ -209,7 +209,7 @@ class GenerationSession:
             together = [(first, prompt_end)] if prompt_end > first else []
             return together + [(i, i + 1) for i in range(prompt_end, end)]
         budget = policy.budget if self.use_cache else None
-        room = end - first if budget is None else max(0, budget - self.cache.length)
+        room = end - first if budget is None else max(0, budget - first)  # the cache holds the tokens before first
         if room >= end - first:
             return [(first, end)]
         together = [(first, first + room)] if room else []
@@ -362,6 +362,12 @@ class GenerationSession:
         return self.attention.query_attention(position, len(self.token_ids))
 
     def _require_attention_kept(self) -> None:
+        if self.cache_policy.in_cache_positions:
+            raise InputError(
+                f"Under {self.cache_policy.label()} a key is turned to a new position whenever an older one "
+                "leaves: no kept query and key give what an earlier step read, so the session draws no heatmaps. "
+                "Keep the original positions to see them; the KV-cache lab measures both."
+            )
         if self.cache_policy.bits is not None:
             raise InputError(
                 f"Under a quantized cache ({self.cache_policy.label()}) each query read keys as they were held at its "

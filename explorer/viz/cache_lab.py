@@ -13,8 +13,9 @@ GRID_COLORS = [
     [0.0, EVICTED_COLOR], [1 / 3, HELD_COLOR], [0.5, HELD_COLOR], [0.5, SINK_COLOR], [0.75, SINK_COLOR],
     [0.75, QUANTIZED_COLOR], [1.0, QUANTIZED_COLOR],
 ]  # fmt: skip
-POLICY_COLORS = {"window": "#d94801", "sinks": "#238b45", "heavy_hitters": "#6a51a3", "key_norm": "#8c6d31",
-                 "int8": "#2171b5", "int4": "#6baed6"}  # fmt: skip
+POLICY_COLORS = {"window": "#d94801", "sinks": "#238b45", "sinks_cache": "#74c476", "heavy_hitters": "#6a51a3",
+                 "key_norm": "#8c6d31", "int8": "#2171b5", "int4": "#6baed6"}  # fmt: skip
+KIND_NAMES = {"sinks_cache": "sinks, positions in the cache", "heavy_hitters": "heavy hitters", "key_norm": "key norm"}
 
 
 def cell_words(value: float, kv_heads: int, policy_label: str) -> str:
@@ -83,7 +84,7 @@ def budget_curve_figure(rows: list, n_tokens: int, start: int) -> Figure:
         mine = [r for r in rows if r.policy == kind]
         flat = mine[0].budget is None  # a quantized cache: every position, at any budget
         traces.append({
-            "type": "scatter", "mode": "lines+markers", "name": kind if flat else kind.replace("_", " "),
+            "type": "scatter", "mode": "lines+markers", "name": KIND_NAMES.get(kind, kind),
             "x": [budgets[0], budgets[-1]] if flat else [r.budget for r in mine],
             "y": [r.perplexity / full for r in mine] * (2 if flat else 1),
             "line": {"color": POLICY_COLORS.get(kind), "dash": "dash" if flat else None},

@@ -46,6 +46,7 @@ runs this session on the policy: the heatmaps hatch the keys evicted before each
 
 POLICIES = [  # (what the menu shows, the value it sends)
     ("sinks + window", "sinks"),
+    ("sinks + window, positions in the cache", "sinks_cache"),
     ("window", "window"),
     ("H2O: heavy + recent", "heavy_hitters"),
     ("key norm", "key_norm"),
@@ -146,7 +147,7 @@ def chosen_policy(name, budget, sinks, head_dim: int) -> cp.CachePolicy:
     if name == "snapkv":  # the last quarter of the budget's worth of prompt queries observe
         return cp.snapkv(size, observe=max(1, size // 4))
     n_sinks = whole_number(sinks, "The number of sinks", 1, size - 1)
-    return cp.sinks(n_sinks, size - n_sinks)
+    return cp.sinks(n_sinks, size - n_sinks, cache_positions=name == "sinks_cache")
 
 
 @tab_event
@@ -168,10 +169,11 @@ def on_lab_apply(st, name, budget, sinks) -> Updates:
     the keys the cache had evicted before each query ran."""
     st = require(st)
     policy = chosen_policy(name, budget, sinks, st.session.config.head_dim)
-    if policy.bits is not None:
+    if policy.bits is not None or policy.in_cache_positions:
+        why = "a quantized key changes when its group is stored" if policy.bits else "a key turns to a new position"
         raise InputError(
-            "A quantized cache is measured in the lab (Run): the heatmaps need the keys each query read, and "
-            "a quantized key changes when its group is stored. Step under an eviction policy instead."
+            f"{policy.label()} is measured in the lab (Run): the heatmaps need the keys each query read, and "
+            f"{why}. Step under a policy that keeps the original positions instead."
         )
     return restarted(st, policy)
 
@@ -228,7 +230,7 @@ def on_budget_curve(st, progress=gr.Progress()) -> Updates:
         cp.window(16).check(loaded.config)  # T5 and sliding-window models are refused by name
     except cp.PolicyError as error:
         raise InputError(str(error)) from None
-    n_caches = len(cp.curve_policies(CURVE_BUDGETS, loaded.config.head_dim))
+    n_caches = len(cp.curve_policies(CURVE_BUDGETS, loaded.config.head_dim, rotary=loaded.config.positions == "rope"))
     progress(0, desc=f"Scoring {n_caches} caches on {CURVE_TOKENS} tokens")
     rows, n_tokens = curve_of(loaded, lambda done: progress(done, desc=f"Scoring {n_caches} caches"))
     figure = lab_figures.budget_curve_figure(list(rows), n_tokens, max(CURVE_BUDGETS) + 1)
