@@ -47,10 +47,10 @@ def reference_victim(policy, positions: list[int], scores: list[float], norms: l
 class Reference:
     """transformers' model stepped a token at a time, its cache cut by the reference rule."""
 
-    def __init__(self, folder, policy, n_layers: int, kv_heads: int) -> None:
+    def __init__(self, model, policy, n_layers: int, kv_heads: int) -> None:
         from transformers import DynamicCache
 
-        self.model, self.policy, self.cache = hf_model(folder), policy, DynamicCache()
+        self.model, self.policy, self.cache = model, policy, DynamicCache()
         self.positions = [[[] for _ in range(kv_heads)] for _ in range(n_layers)]  # per layer, per kv head
         self.scores = [[[] for _ in range(kv_heads)] for _ in range(n_layers)]
         self.history: dict[int, list[torch.Tensor]] = {}  # position -> its rows, per layer
@@ -109,7 +109,7 @@ def test_a_policy_keeps_what_the_paper_keeps_and_gives_transformers_logits(check
     loaded = explorer.load_model(str(checkpoints[family]), progress=False)
     session = explorer.GenerationSession(loaded, PROMPT, cache_policy=policy)
     c = loaded.config
-    reference = Reference(checkpoints[family], policy, c.n_layers, c.n_kv_heads)
+    reference = Reference(hf_model(checkpoints[family]), policy, c.n_layers, c.n_kv_heads)
     for position, token in enumerate(session.token_ids):
         logits = reference.step(token, position)
     for _ in range(N_STEPS):
