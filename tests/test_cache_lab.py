@@ -122,3 +122,22 @@ def test_the_budget_curve_figure_has_a_line_per_policy():
     lines = {trace["name"]: trace for trace in figure["data"]}
     assert lines["window"]["y"] == [3.0, 3.0] and lines["sinks"]["y"] == pytest.approx([1.1, 1.1])
     assert lines["int8"]["x"] == [16, 32] and lines["int8"]["line"]["dash"] == "dash"
+
+
+def test_compare_runs_puts_the_policy_beside_the_full_cache(session):
+    """Compare runs' "with the full cache": run A under a policy, run B the full cache choosing its
+    own tokens; A's distributions are the policy's (read again under it), not a parallel pass's."""
+    from explorer.analysis import compare
+
+    with pytest.raises(explorer.InputError, match="full cache already"):
+        compare.branch_of(session, "full-cache")
+    a = session.with_cache_policy(cp.sinks(2, 20))
+    b = compare.branch_of(a, "full-cache")
+    assert not b.under_policy and len(b.generated_ids) == len(a.generated_ids)
+    result = compare.compare(a, b)
+    again = explorer.GenerationSession(session.loaded, TEXT, cache_policy=cp.sinks(2, 20))
+    for step, token in enumerate(a.generated_ids):
+        p_a = again.next_token_probabilities()
+        assert result.p_a_of_a[step] == pytest.approx(float(p_a[token]), abs=1e-6)
+        again.force(token)
+    assert result.kl.max() > 1e-4  # the policy evicted: the two runs' predictions differ

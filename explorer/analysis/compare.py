@@ -1,10 +1,10 @@
 """Compare two runs of one model: where their tokens part, and how far apart their predictions are.
 
 Run A is the session on screen; run B is a branch of it (heads switched off, another text,
-other sampling settings, the cache off), which generated as many tokens as A did. Their new
-tokens are aligned step by step: step k is the k-th token each run generated. At every step,
-each run's next-token distribution (the model's own probabilities, before temperature, top-k
-and top-p) gives
+other sampling settings, the cache off, the full cache beside a cache policy), which generated
+as many tokens as A did. Their new tokens are aligned step by step: step k is the k-th token
+each run generated. At every step, each run's next-token distribution (the model's own
+probabilities, before temperature, top-k and top-p) gives
 
 - the probability A gave B's token, and B gave A's (1 and 1 where they chose the same token
   with certainty; a low number where one run would hardly have said the other's word);
@@ -85,7 +85,16 @@ class Comparison:
 
 
 def _step_distributions(session: GenerationSession) -> torch.Tensor:
-    """(steps, vocab) the probabilities the model gave each generated token's position."""
+    """(steps, vocab) the probabilities the model gave each generated token's position. A session
+    under a cache policy is read again under it, a token a step (a parallel pass would be the
+    full cache's)."""
+    if session.under_policy:
+        again = session.started_again(record_attention=False)
+        rows = []
+        for token in session.generated_ids:
+            rows.append(again.next_token_probabilities())
+            again.force(token)
+        return torch.stack(rows) if rows else torch.zeros((0, session.config.vocab_size))
     logits = session.full_pass().logits[0].float()  # (T, vocab)
     first = session.prompt_length - 1  # the position that chose the first generated token
     return torch.softmax(logits[first : len(session.token_ids) - 1], dim=-1)
@@ -115,6 +124,7 @@ BRANCHES = {
     "text": "with another text",
     "sampling": "with other sampling settings",
     "cache-off": "with the KV cache off",
+    "full-cache": "with the full cache (run A under a cache policy: the KV-cache lab's Step under it)",
 }
 
 
@@ -135,7 +145,13 @@ def branch_of(session: GenerationSession, kind: str, **settings) -> GenerationSe
     elif kind == "sampling":
         b = session.started_again(**{k: settings[k] for k in ("temperature", "top_k", "top_p", "seed")})
     elif kind == "cache-off":
-        b = session.started_again(use_cache=False)
+        b = session.started_again(use_cache=False, cache_policy=None)
+    elif kind == "full-cache":
+        if not session.under_policy:
+            raise InputError(
+                "Run A keeps the full cache already: choose a policy and Step under it in the KV cache tab."
+            )
+        b = session.started_again(cache_policy=None)
     else:
         raise InputError(f"compare with {kind!r}? Choose one of {', '.join(BRANCHES)}")
     for _ in range(len(session.generated_ids)):

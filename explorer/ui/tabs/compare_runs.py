@@ -18,7 +18,8 @@ from explorer.ui.wiring import Wiring
 
 COMPARE = """**Compare two runs.** Run A is the session on screen. Run B starts again from the same text
 with one thing changed (the heads switched off in *Switch heads off*, another text, other
-sampling settings, or the KV cache off) and generates as many tokens. Step by step: the two
+sampling settings, the KV cache off, or the full cache when run A steps under a cache policy)
+and generates as many tokens. Step by step: the two
 runs' tokens, the probability each run gave the other's token, and the KL divergence between
 their predictions (0: the same). Below, run A's attention minus run B's for the layer and head
 chosen above (blue: A reads that key more). With the cache off, everything should agree."""
