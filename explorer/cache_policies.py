@@ -75,10 +75,12 @@ def snapkv(size: int, observe: int = 16) -> SnapKV:
 
 def quantized(bits: int = 8, group: int = 32, recent: int = 16, under: CachePolicy | None = None) -> Quantized:
     """KIVI: old keys per channel and values per token as ``bits``-bit integers in groups of
-    ``group``, the newest ``recent`` tokens (and up to ``group - 1`` more) in full precision."""
-    if under is not None and (under.evicts or under.bits):
-        raise PolicyError("Quantization under an eviction policy is not offered yet: quantize the whole cache.")
-    return Quantized(bits, group, recent)
+    ``group``, the newest ``recent`` tokens (and up to ``group - 1`` more) in full precision.
+    ``under`` an eviction policy (a window, sinks, H2O, key norm): its slots hold the integers,
+    keys per token too (eviction breaks up the consecutive tokens a per-channel group needs)."""
+    if isinstance(under, CachePolicy) and not under.evicts:  # the full cache: nothing to run under
+        under = None
+    return Quantized(bits, group, recent, under)
 
 
 def _text_ids(loaded: LoadedModel, text: str | Sequence[int]) -> list[int]:
@@ -249,7 +251,8 @@ def policy_spec(policy: CachePolicy) -> str:
         numbers = (policy.size, policy.observe)
     else:
         numbers = ()
-    return ":".join([policy.name, *map(str, numbers)]) + (":cache" if policy.in_cache_positions else "")
+    spec = ":".join([policy.name, *map(str, numbers)]) + (":cache" if policy.in_cache_positions else "")
+    return spec if getattr(policy, "under", None) is None else f"{spec}+{policy_spec(policy.under)}"
 
 
 def parse_policy(spec: object) -> CachePolicy:
@@ -258,6 +261,15 @@ def parse_policy(spec: object) -> CachePolicy:
     usage = 'a cache policy is written like "full", "window:64", "sinks:4:60", "sinks:4:60:cache" or "int8:32:16"'
     if not isinstance(spec, str) or len(spec) > MAX_SPEC_CHARS:
         raise InputError(f"The session's cache policy is not one this explorer wrote: {usage}.")
+    if "+" in spec:  # a quantized cache under an eviction policy: "int8:32:16+sinks:4:60"
+        own, under = spec.split("+", 1)
+        quantization = parse_policy(own)
+        if not isinstance(quantization, Quantized) or "+" in under:
+            raise InputError(f"The session's cache policy {spec!r} is not one this explorer wrote: {usage}.")
+        try:
+            return quantized(quantization.n_bits, quantization.group, quantization.recent, under=parse_policy(under))
+        except PolicyError as error:
+            raise InputError(f"The session's cache policy {spec!r}: {error}") from None
     name, *numbers = spec.split(":")
     in_cache = name in ("window", "sinks") and numbers[-1:] == ["cache"]
     numbers = numbers[:-1] if in_cache else numbers

@@ -292,6 +292,52 @@ def test_a_quantized_cache_holds_the_keys_per_channel_and_the_values_per_token(b
     assert cache.nbytes == ints + key_scales + value_scales + tail
 
 
+@pytest.mark.parametrize("bits", [8, 4])
+def test_quantized_under_a_window_holds_integers_per_token_and_the_recent_in_full(bits):
+    group, recent, kv_heads, head_dim, n = 4, 3, 2, 8, 15
+    torch.manual_seed(1)
+    keys, values = torch.randn(1, kv_heads, n, head_dim), torch.randn(1, kv_heads, n, head_dim)
+    cache = PolicyCache(1, cp.quantized(bits, group, recent, under=cp.window(6)))
+    for t in range(n):
+        read = cache.append(0, keys[:, :, t : t + 1], values[:, :, t : t + 1])
+    held = cache.held_positions(0)  # (kv_heads, 6) slot by slot
+    assert sorted(held[0].tolist()) == list(range(n - 6, n))
+    for name, exact, got in (("keys", keys, read.keys), ("values", values, read.values)):
+        for h in range(kv_heads):
+            for slot, position in enumerate(held[h].tolist()):
+                x = exact[0, h, position]
+                if position > n - 1 - recent:  # the 3 newest: exact
+                    expected = x
+                else:  # per token, in groups of 4 numbers
+                    expected = reference_quantize_dequantize(x.view(-1, group), bits, over=1).flatten()
+                assert torch.allclose(got[0, h, slot], expected, atol=1e-6), (name, h, position)
+    ints = 2 * kv_heads * 6 * head_dim * bits // 8
+    scales = 2 * 2 * kv_heads * 6 * (head_dim // group) * 4  # a scale and a minimum per group, float32
+    ring = 2 * kv_heads * recent * head_dim * 4
+    assert cache.nbytes == ints + scales + ring
+
+
+def test_quantized_under_sinks_runs_a_session_and_is_refused_where_it_cannot_be(checkpoints):
+    loaded = explorer.load_model(str(checkpoints["llama"]), progress=False)
+    policy = cp.quantized(8, group=8, recent=4, under=cp.sinks(2, 14))
+    both = explorer.GenerationSession(loaded, PROMPT, cache_policy=policy)
+    evicting = explorer.GenerationSession(loaded, PROMPT, cache_policy=cp.sinks(2, 14))
+    for _ in range(10):
+        token = evicting.step().token_id
+        both.force(token)
+    assert both.cache.held_positions(1).tolist() == evicting.cache.held_positions(1).tolist()
+    assert both.cache_bytes < evicting.cache_bytes  # (the formula: the test above)
+    kl = torch.nn.functional.kl_div(
+        both.next_logits().log_softmax(-1), evicting.next_logits().log_softmax(-1), log_target=True, reduction="sum"
+    )
+    assert 0 < float(kl) < 1e-2
+    assert cp.parse_policy(cp.policy_spec(policy)) == policy and "+sinks:2:14" in cp.policy_spec(policy)
+    for under, message in [(cp.snapkv(16, 4), "not under SnapKV"), (cp.sinks(2, 2), "fewer than the budget"),
+                           (cp.sinks(2, 14, cache_positions=True), "not under sinks")]:  # fmt: skip
+        with pytest.raises(cp.PolicyError, match=message):
+            cp.quantized(8, 8, 4, under=under)
+
+
 def test_a_quantized_session_steps_and_saves_memory(checkpoints):
     loaded = explorer.load_model(str(checkpoints["llama"]), progress=False)
     full = explorer.GenerationSession(loaded, PROMPT)
@@ -318,7 +364,7 @@ def test_a_quantized_session_steps_and_saves_memory(checkpoints):
         (lambda: cp.sinks(4, 0), "at least 1"),
         (lambda: cp.heavy_hitters(True, 4), "whole number"),
         (lambda: cp.quantized(bits=3), "8 or 4 bits"),
-        (lambda: cp.quantized(bits=8, under=cp.sinks(4, 64)), "not offered yet"),
+        (lambda: cp.quantized(bits=8, under="sinks"), "takes an eviction policy"),
     ],
 )
 def test_a_bad_policy_is_refused_with_what_to_do(make, message):

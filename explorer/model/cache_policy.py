@@ -269,12 +269,25 @@ class Quantized(CachePolicy):
     n_bits: int = 8
     group: int = 32
     recent: int = 16
+    # An eviction policy whose slots hold the integers. KIVI's keys are quantized per channel over
+    # a group of consecutive tokens, which eviction breaks up: under one, keys are quantized per
+    # token (like values), each entry once it leaves the ``recent`` newest positions.
+    under: CachePolicy | None = None
 
     def __post_init__(self) -> None:
         if self.n_bits not in (4, 8):
             raise PolicyError(f"The cache is quantized to 8 or 4 bits, not {self.n_bits!r}.")
         _check_count(self.group, "The group size", 1)
         _check_count(self.recent, "The number of full-precision recent tokens", 0)
+        u = self.under
+        if u is not None and not isinstance(u, CachePolicy):
+            raise PolicyError(f"under= takes an eviction policy from explorer.cache_policies, not {u!r}.")
+        if u is not None and (u.bits or u.prefill_press or u.in_cache_positions):
+            raise PolicyError(
+                f"Quantization runs under a window, sinks + window, H2O or key norm, not under {u.label()}."
+            )
+        if u is not None and u.evicts and self.recent >= u.budget:
+            raise PolicyError(f"The full-precision recent tokens ({self.recent}) must be fewer than the budget.")
 
     @property
     def name(self) -> str:
@@ -284,15 +297,29 @@ class Quantized(CachePolicy):
     def bits(self) -> int:
         return self.n_bits
 
+    @property
+    def budget(self) -> int | None:
+        return None if self.under is None else self.under.budget
+
+    @property
+    def needs_attention(self) -> bool:
+        return self.under is not None and self.under.needs_attention
+
     def label(self) -> str:
-        return f"int{self.n_bits} (groups of {self.group}, last {self.recent} in full)"
+        own = f"int{self.n_bits} (groups of {self.group}, last {self.recent} in full)"
+        return own if self.under is None or not self.under.evicts else f"{own} under {self.under.label()}"
 
     def check(self, config: ModelConfig) -> None:
+        if self.under is not None:
+            self.under.check(config)
         if config.head_dim % self.group:
             raise PolicyError(
                 f"Values are quantized per token in groups of {self.group} of the head's {config.head_dim} "
                 f"numbers: choose a group that divides {config.head_dim}."
             )
+
+    def victims(self, held: HeldEntries, new_position: int) -> torch.Tensor:
+        return self.under.victims(held, new_position)
 
 
 @dataclass(frozen=True)

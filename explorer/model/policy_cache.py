@@ -112,21 +112,33 @@ class _EvictingKV:
             raise ValueError("an evicting cache takes one position per pass once it is full")
         for i in range(n):
             self._write(keys[:, :, i : i + 1], values[:, :, i : i + 1])
-        held_keys = self.keys[:, :, : self.used] if self.rotary is None else self._keys_at_their_ranks()
-        held = LayerKV(held_keys, self.values[:, :, : self.used], new_keys=keys, new_values=values)
+        read_keys, read_values = self.read()
+        held = LayerKV(read_keys, read_values, new_keys=keys, new_values=values)
         if self.policy.needs_attention:
             held.on_attention = self._add_scores
         return held
 
     def _write(self, key: torch.Tensor, value: torch.Tensor) -> None:
-        kv_heads = self.keys.shape[1]
+        kv_heads = self.positions.shape[0]
         if self.used < self.budget:
             slots = torch.full((kv_heads,), self.used, device=key.device)
             self.used += 1
         else:
-            held = HeldEntries(self.positions, self.keys[0], self.scores)
+            held = HeldEntries(self.positions, self.held_keys()[0], self.scores)
             slots = self.policy.victims(held, self.seen)  # (kv_heads,)
             self.log.record(self.layer, self.positions.gather(1, slots[:, None])[:, 0], self.seen)
+        self._store(slots, key, value)
+        self.positions.scatter_(1, slots[:, None], self.seen)
+        self.scores.scatter_(1, slots[:, None], 0.0)
+        self.seen += 1
+
+    def held_keys(self) -> torch.Tensor:
+        """(1, kv_heads, budget, hd) the keys in their slots, as stored (what key norm ranks)."""
+        return self.keys
+
+    def _store(self, slots: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
+        """Put the new entry (1, kv_heads, 1, hd) in each head's slot."""
+        kv_heads = slots.shape[0]
         if self.rotary is not None:  # it came rotated to its rank (PolicyCache.length): held unrotated
             rank = torch.tensor([self.next_rank], device=key.device)
             cos, sin = self.rotary.angles(rank)
@@ -134,9 +146,11 @@ class _EvictingKV:
         index = slots.view(1, kv_heads, 1, 1).expand_as(key)
         self.keys.scatter_(2, index, key)
         self.values.scatter_(2, index, value)
-        self.positions.scatter_(1, slots[:, None], self.seen)
-        self.scores.scatter_(1, slots[:, None], 0.0)
-        self.seen += 1
+
+    def read(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(1, kv_heads, used, hd) keys and values as the queries read them."""
+        keys = self.keys[:, :, : self.used] if self.rotary is None else self._keys_at_their_ranks()
+        return keys, self.values[:, :, : self.used]
 
     @property
     def next_rank(self) -> int:
@@ -153,7 +167,7 @@ class _EvictingKV:
     def _add_scores(self, probs: torch.Tensor) -> None:
         """H2O: each held key adds the weight every new query gave it, summed over its GQA group."""
         _, heads, n_queries, n_keys = probs.shape  # (1, heads, Tq, used)
-        kv_heads = self.keys.shape[1]
+        kv_heads = self.positions.shape[0]
         grouped = probs[0].float().view(kv_heads, heads // kv_heads, n_queries, n_keys)
         self.scores[:, :n_keys] += grouped.sum(dim=(1, 2))
 
@@ -164,6 +178,71 @@ class _EvictingKV:
     @property
     def nbytes(self) -> int:
         return 2 * self.keys[:, :, : self.used].numel() * self.keys.element_size()
+
+
+class _QuantizedSlotsKV(_EvictingKV):
+    """An evicting cache whose slots hold integers: each entry is quantized per token (keys and
+    values alike, in groups of ``group`` numbers) as it is written; the ``recent`` newest entries
+    also keep a full-precision copy in a small ring, which reads prefer while they are held."""
+
+    def __init__(self, policy: CachePolicy, like: torch.Tensor, log: EvictionLog, layer: int) -> None:
+        super().__init__(policy.under, like, log, layer)
+        self.quantization = policy
+        _, kv_heads, _, head_dim = like.shape
+        self.keys = self.values = None  # no full-precision slots: the integers are what is held
+        width = head_dim // 2 if policy.bits == 4 else head_dim
+        groups = head_dim // policy.group
+        self.ints = {name: like.new_zeros((1, kv_heads, self.budget, width), dtype=torch.uint8) for name in "kv"}
+        self.scales = {name: like.new_zeros((1, kv_heads, self.budget, groups, 1)) for name in "kv"}
+        self.minimums = {name: like.new_zeros((1, kv_heads, self.budget, groups, 1)) for name in "kv"}
+        ring = max(policy.recent, 1)
+        self.ring = {name: like.new_zeros((1, kv_heads, ring, head_dim)) for name in "kv"}
+        self.ring_positions = torch.full((kv_heads, ring), -1, dtype=torch.int64, device=like.device)
+        self.ring_slots = torch.zeros((kv_heads, ring), dtype=torch.int64, device=like.device)
+
+    def _store(self, slots: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
+        kv_heads, q = slots.shape[0], self.quantization
+        for name, x in (("k", key), ("v", value)):  # x (1, kv_heads, 1, hd)
+            ints, scale, minimum = quantize(x.float().unflatten(-1, (-1, q.group)), q.bits, dim=-1)
+            ints = ints.flatten(-2)
+            ints = pack4(ints) if q.bits == 4 else ints
+            self.ints[name].scatter_(2, slots.view(1, kv_heads, 1, 1).expand_as(ints), ints)
+            index = slots.view(1, kv_heads, 1, 1, 1).expand_as(scale)
+            self.scales[name].scatter_(2, index, scale.to(self.scales[name].dtype))
+            self.minimums[name].scatter_(2, index, minimum.to(self.minimums[name].dtype))
+        if q.recent:
+            cell = self.seen % q.recent
+            self.ring["k"][:, :, cell], self.ring["v"][:, :, cell] = key[:, :, 0], value[:, :, 0]
+            self.ring_positions[:, cell], self.ring_slots[:, cell] = self.seen, slots
+
+    def held_keys(self) -> torch.Tensor:
+        return self._dequantized("k", self.budget)
+
+    def _dequantized(self, name: str, n: int) -> torch.Tensor:
+        """(1, kv_heads, n, hd) the first n slots' integers as numbers."""
+        ints = self.ints[name][:, :, :n]
+        ints = unpack4(ints) if self.quantization.bits == 4 else ints
+        grouped = ints.unflatten(-1, (-1, self.quantization.group))  # (1, kv, n, groups, G)
+        numbers = grouped * self.scales[name][:, :, :n] + self.minimums[name][:, :, :n]
+        return numbers.flatten(-2).to(self.ring[name].dtype)
+
+    def read(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every held entry dequantized, but the recent ones still held: from the ring, exact."""
+        keys, values = self._dequantized("k", self.used), self._dequantized("v", self.used)
+        if self.quantization.recent:
+            newest = self.seen - 1
+            still_held = self.positions.gather(1, self.ring_slots.clamp(max=self.used - 1)) == self.ring_positions
+            recent = still_held & (self.ring_positions > newest - self.quantization.recent)  # (kv_heads, ring)
+            for h, cell in recent.nonzero().tolist():
+                slot = int(self.ring_slots[h, cell])
+                keys[0, h, slot], values[0, h, slot] = self.ring["k"][0, h, cell], self.ring["v"][0, h, cell]
+        return keys, values
+
+    @property
+    def nbytes(self) -> int:
+        parts = (self.ints, self.scales, self.minimums)
+        stored = sum(t[:, :, : self.used].nbytes for part in parts for t in part.values())  # the slots filled
+        return stored + sum(t.nbytes for t in self.ring.values())
 
 
 class _PressedKV:
@@ -310,6 +389,8 @@ class PolicyCache(KVCache):
             p = self.policy
             if p.prefill_press:
                 entry = _PressedKV(p, self.log, layer)
+            elif p.evicts and p.bits:
+                entry = _QuantizedSlotsKV(p, keys, self.log, layer)
             elif p.evicts:
                 entry = _EvictingKV(p, keys, self.log, layer, self.rotary)
             else:
