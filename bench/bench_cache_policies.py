@@ -36,16 +36,6 @@ def cpu_name() -> str:
     return platform.processor()
 
 
-def step_ms(session, tokens: list[int]) -> float:
-    """Median milliseconds of forced steps, one per token in ``tokens``."""
-    times = []
-    for token in tokens:
-        start = time.perf_counter()
-        session.force(token)
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
-
-
 def speed_table(loaded, ids: list[int], positions: int, steps: int) -> None:
     import explorer
     from explorer import cache_policies as cp
@@ -73,15 +63,26 @@ def speed_table(loaded, ids: list[int], positions: int, steps: int) -> None:
 
 
 def flat_window_table(loaded, ids: list[int], steps: int) -> None:
-    """A window step costs the same at 300 and at 1,000 positions: no copy grows with the length."""
+    """A window step costs the same at 300 and at 1,000 positions: no copy grows with the length.
+    The two sessions step in turn, so that the machine's noise falls on both alike."""
     import explorer
     from explorer import cache_policies as cp
 
-    print("\nwindow 128: a step's cost by position (a slot overwritten, nothing copied):")
+    sessions = {}
     for positions in (300, 1000):
         text = loaded.tokenizer.decode(ids[:positions])
-        session = explorer.GenerationSession(loaded, text, cache_policy=cp.window(128), record_attention=False)
-        print(f"  at {positions:>5,} positions: {step_ms(session, ids[positions : positions + steps]):6.1f} ms")
+        sessions[positions] = explorer.GenerationSession(
+            loaded, text, cache_policy=cp.window(128), record_attention=False
+        )
+    times: dict[int, list[float]] = {positions: [] for positions in sessions}
+    for i in range(steps):
+        for positions, session in sessions.items():
+            start = time.perf_counter()
+            session.force(ids[positions + i])
+            times[positions].append((time.perf_counter() - start) * 1000)
+    print("\nwindow 128: a step's cost by position (a slot overwritten, nothing copied; in turn):")
+    for positions, ms in times.items():
+        print(f"  at {positions:>5,} positions: {statistics.median(ms):6.1f} ms")
 
 
 def curve_table(loaded, ids: list[int]) -> None:
@@ -103,6 +104,7 @@ def main() -> None:
     parser.add_argument("--positions", type=int, default=1000)
     parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--no-curve", action="store_true")
+    parser.add_argument("--curve-tokens", type=int, default=0, help="score the first N tokens only (0: all)")
     args = parser.parse_args()
     torch.set_num_threads(2)
     import explorer
@@ -113,7 +115,7 @@ def main() -> None:
     speed_table(loaded, ids, args.positions, args.steps)
     flat_window_table(loaded, ids, args.steps)
     if not args.no_curve:
-        curve_table(loaded, ids)
+        curve_table(loaded, ids[: args.curve_tokens] if args.curve_tokens else ids)
 
 
 if __name__ == "__main__":
