@@ -133,7 +133,8 @@ def test_the_figures_need_no_gradio():
         "import sys, explorer; from explorer import notebook\n"
         "s = explorer.GenerationSession(explorer.load_model('en-de-numbers'), 'Wednesday, March 3, 2021')\n"
         "for _ in range(6): s.step()\n"
-        "for view in notebook.VIEWS: notebook.show(s, view, layer=1)\n"
+        "lab = s.with_cache_policy(explorer.cache_policies.sinks(1, 3))\n"  # kv-lab: a session under a policy
+        "for view in notebook.VIEWS: notebook.show(lab if view == 'kv-lab' else s, view, layer=1)\n"
         "notebook.table(s, 'top-k')\n"
         "assert not [m for m in sys.modules if m.split('.')[0] == 'gradio'], 'gradio was imported'\n"
     )
