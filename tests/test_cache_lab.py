@@ -141,3 +141,9 @@ def test_compare_runs_puts_the_policy_beside_the_full_cache(session):
         assert result.p_a_of_a[step] == pytest.approx(float(p_a[token]), abs=1e-6)
         again.force(token)
     assert result.kl.max() > 1e-4  # the policy evicted: the two runs' predictions differ
+
+
+def test_the_lab_refuses_a_branch_with_heads_switched_off(session):
+    branch = session.with_interventions(explorer.ablate_heads({0: [1]}))
+    with pytest.raises(explorer.InputError, match="switches heads or sublayers off"):
+        run_policy(branch, cp.window(16))

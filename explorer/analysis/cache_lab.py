@@ -58,6 +58,11 @@ def run_policy(session: GenerationSession, policy: CachePolicy) -> PolicyRun:
     session itself is untouched."""
     if len(session.generated_ids) == 0:
         raise InputError("Step or Generate first: the lab compares the policy with the full cache at each step.")
+    if session.interventions:
+        raise InputError(
+            "This session switches heads or sublayers off: the lab compares caches on the model as it is. "
+            "Go back to the session without them (Switch heads off) to run a policy."
+        )
     full = session.started_again(record_attention=False, interventions=(), cache_policy=None)
     other = session.started_again(record_attention=False, interventions=(), cache_policy=policy)
     run = PolicyRun(policy, [], [], [], [], [], np.zeros(0))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 
 import gradio as gr
 
@@ -205,19 +206,22 @@ def lab_summary(run) -> str:
     )
 
 
-CURVES: dict[int, tuple[list, int]] = {}  # id(loaded model) -> its curve: the same for every visitor
-CURVES_LOCK = threading.Lock()  # one computation at a time; the visitors behind it get its result
+# The last model's curve, the same for every visitor: (a weak reference to the model, its rows,
+# the tokens scored). Weak: the curve must not keep a model the server has let go in memory.
+CURVE: list = [None, None, 0]
+CURVE_LOCK = threading.Lock()  # one computation at a time; the visitors behind it get its result
 
 
 def curve_of(loaded, progress) -> tuple[list, int]:
     """The budget curve of a model on the shipped text (its first CURVE_TOKENS tokens)."""
-    with CURVES_LOCK:
-        if id(loaded) not in CURVES:
+    with CURVE_LOCK:
+        model, rows, n_tokens = CURVE
+        if model is None or model() is not loaded:
             ids = loaded.tokenizer(CURVE_TEXT.read_text(), add_special_tokens=False)["input_ids"][:CURVE_TOKENS]
             rows = cp.budget_curve(loaded, ids, budgets=CURVE_BUDGETS, progress=progress)
-            CURVES.clear()  # one model's curve at a time: a model switch frees the last one's
-            CURVES[id(loaded)] = (rows, len(ids))
-        return CURVES[id(loaded)]
+            CURVE[:] = [weakref.ref(loaded), rows, len(ids)]
+            n_tokens = len(ids)
+        return rows, n_tokens
 
 
 @tab_event
