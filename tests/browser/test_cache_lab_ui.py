@@ -127,6 +127,14 @@ def test_stepping_under_a_policy_hatches_the_evicted_keys_and_a_reload_keeps_it(
     evicted = sum(i - 7 for i in range(8, t))  # query i no longer reads keys 2 .. i - 7
     assert plot(page, "self-attention")["traces"][0]["nan"] == future + evicted
     shot(page, "cache-lab-hatched-heatmap")
+    # Side by side with the full cache (Compare runs): run B chooses its own tokens on the full cache.
+    page.click("button[role=tab]:has-text('Compare runs')")
+    page.wait_for_selector("#compare-info")
+    page.click("#compare-kind label:has-text('with the full cache')")
+    page.click("#compare-runs")
+    page.wait_for_function("() => document.querySelector('#compare-info').innerText.includes('full cache')")
+    page.wait_for_selector("#compare-chart .js-plotly-plot")
+    assert len(plot(page, "compare-chart")["traces"][0]["y"]) == 5  # the five generated steps
     page.reload()
     wait_ready(page)
     page.wait_for_function("() => document.querySelector('#status').innerText.includes('cache: sinks 2 + window 6')")
