@@ -35,12 +35,12 @@ def test_a_policy_on_smollm2_gives_transformers_logits_with_its_cache_cut(smollm
 
 def test_int8_changes_a_greedy_choice_of_the_pages_examples_only_at_a_near_tie(smollm2):
     """KIVI int8 (groups of 16, the last 8 tokens in full: most of each text read from integers)
-    against the full cache, up to 40 greedy tokens from each of the page's examples, the same text
+    against the full cache, up to 40 greedy tokens from three of the page's examples, the same text
     read by both: the top token is the same at every step, except where the full cache's two best
     logits are closer than int8 moved any logit at that step. (On this machine: one step of one
     example, "The cat sat...", at position 47, the top two 0.008 apart, int8's change 0.07.)"""
     near_ties = 0
-    for text in DECODER_EXAMPLES:
+    for text in DECODER_EXAMPLES[1:4]:  # a story, code, and the near tie (the others are short)
         exact = explorer.GenerationSession(smollm2, text)  # greedy on the full cache
         int8 = explorer.GenerationSession(smollm2, text, cache_policy=cp.quantized(8, group=16, recent=8))
         while len(exact.generated_ids) < 40 and not exact.finished:
