@@ -135,6 +135,8 @@ def test_stepping_under_a_policy_hatches_the_evicted_keys_and_a_reload_keeps_it(
     page.wait_for_function("() => document.querySelector('#compare-info').innerText.includes('full cache')")
     page.wait_for_selector("#compare-chart .js-plotly-plot")
     assert len(plot(page, "compare-chart")["traces"][0]["y"]) == 5  # the five generated steps
+    page.click("button[role=tab]:has-text('Self-attention')")  # the tab a reload reopens (wait_ready reads its figure)
+    idle(page)
     page.reload()
     wait_ready(page)
     page.wait_for_function("() => document.querySelector('#status').innerText.includes('cache: sinks 2 + window 6')")
