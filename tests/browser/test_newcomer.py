@@ -6,6 +6,7 @@ Every test here failed on the code before its fix.
 from __future__ import annotations
 
 import json
+import urllib.request
 
 import pytest
 
@@ -105,18 +106,25 @@ def test_the_buttons_wait_for_the_first_model(browser, app_url):
     page = context.new_page()
     page.set_default_timeout(120_000)
     held = []
+    with urllib.request.urlopen(f"{app_url.rstrip('/')}/config", timeout=30) as answer:
+        dependencies = json.loads(answer.read())["dependencies"]
+    load = next(d.get("id", i) for i, d in enumerate(dependencies) if d.get("api_name") == "on_load")
 
-    def hold_first_event(route):
-        if held:
+    def hold_the_page_load(route):
+        sent = json.loads(route.request.post_data or "{}")
+        if held or sent.get("fn_index") != load:
             route.continue_()
         else:  # the page-load event: held in flight, as a slow load would be, until the test lets it go
             held.append(route)
 
-    page.route("**/queue/join**", hold_first_event)
+    page.route("**/queue/join**", hold_the_page_load)
     page.goto(app_url)
     page.wait_for_selector("#step")
-    while not held:  # until the page has sent its load (Playwright runs the route handler meanwhile)
+    for _ in range(1200):  # until the page has sent its load (Playwright runs the route handler meanwhile)
+        if held:
+            break
         page.wait_for_timeout(50)
+    assert held, "the page never sent its load event"
     assert page.is_disabled("#step") and page.is_disabled("#generate")
     assert "Loading the model" in status(page)
     page.click("#step", force=True)  # a click on the disabled button does nothing
