@@ -18,7 +18,7 @@ from explorer import native_memory
 from explorer.analysis import snapshot
 from explorer.batching import MAX_BATCH
 from explorer.loading.checkpoints import import_tokenizer_classes
-from explorer.ui import absent_packages, api, events, lesson_events, lifecycle
+from explorer.ui import absent_packages, api, events, lesson_events, lifecycle, workshop_events
 from explorer.ui.blocks import ExplorerBlocks
 from explorer.ui.layout import (
     CSS,
@@ -38,6 +38,9 @@ from explorer.ui.render import SESSION_VIEWS, figure_names, model_view_names, st
 from explorer.ui.tab import release_closed_tab
 from explorer.ui.tabs import TABS
 from explorer.ui.wiring import Wiring, on
+from explorer.ui.workshop_events import LINKS, WORKSHOP_VIEWS
+
+WHOLE_LINKS = "(a, b) => [a, b].map(q => q && q.startsWith('?') ? location.origin + location.pathname + q : q)"
 
 __all__ = ["DECODER_EXAMPLES", "TRANSLATOR_EXAMPLES", "build_demo", "launch", "start"]
 SECRET_ENV = "DECODER_EXPLORER_BROWSER_SECRET"
@@ -79,9 +82,15 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     figures = p(*figure_names())
 
     lesson_shown = {*restored, *p(*LESSON_VIEWS)}
-    demo.load(on(page, lesson_events.on_load), [page.model, *settings, page.kept], lesson_shown)
+    workshop_shown = {*lesson_shown, *p(*WORKSHOP_VIEWS)}
+    loaded = demo.load(on(page, lesson_events.on_load), [page.model, *settings, page.kept], lesson_shown)
+    # Then a workshop link or the seat this browser kept (it needs the page's session first).
+    loaded.then(
+        on(page, workshop_events.on_load), [page.state, page.workshop_seat], {*workshop_shown, *p(*LINKS)}
+    ).then(None, p(*LINKS), p(*LINKS), js=WHOLE_LINKS)
     demo.load(on(page, lesson_events.on_progress), [page.lessons_done], [page.lesson], queue=False)
     wire_lessons(page, lesson_shown)
+    wire_workshop(page, workshop_shown)
     demo.unload(release_closed_tab)
     # A step changes the step views, and the session views when the text changed (a new session).
     stepped = {*step_outputs, *p(*SESSION_VIEWS)}
@@ -150,6 +159,35 @@ def wire_lessons(page: Page, shown: set) -> None:
     ).then(None, js=SHOW_FEEDBACK)
 
 
+def wire_workshop(page: Page, shown: set) -> None:
+    """The Workshop panel: start or join, the teacher's questions, a student's answers, and the
+    hidden Sync the page's script presses when the workshop changed (explorer/ui/static/page.js)."""
+    p, state = page.pick, page.state
+    panel = p(*WORKSHOP_VIEWS)
+    page.workshop_start.click(on(page, workshop_events.on_start), [state], [*panel, *p(*LINKS)]).then(
+        None, p(*LINKS), p(*LINKS), js=WHOLE_LINKS
+    )
+    page.workshop_join.click(on(page, workshop_events.on_join), [state, page.workshop_code, page.workshop_name], shown)
+    # A change seen while the last one is still being shown: only the newest is shown next.
+    page.workshop_sync.click(
+        on(page, workshop_events.on_sync), [state], shown, trigger_mode="always_last",
+        show_progress="hidden",
+    )  # fmt: skip
+    page.workshop_follow.input(on(page, workshop_events.on_follow), [state, page.workshop_follow], shown)
+    page.workshop_back.click(on(page, workshop_events.on_back), [state], shown)
+    for button, callback in (
+        (page.workshop_ask, workshop_events.on_ask), (page.workshop_ask_next, workshop_events.on_ask_next),
+        (page.workshop_reveal, workshop_events.on_reveal), (page.workshop_again, workshop_events.on_again),
+    ):  # fmt: skip
+        button.click(on(page, callback), [state], panel)
+    page.workshop_send.click(
+        on(page, workshop_events.on_send), [state, page.workshop_choice, page.workshop_typed], panel
+    )
+    page.workshop_csv_button.click(on(page, workshop_events.on_csv), [state], [page.workshop_csv])
+    for button in (page.workshop_end, page.workshop_leave):
+        button.click(on(page, workshop_events.on_leave), [state], panel)
+
+
 def wire_save_and_share(page: Page, restored: set) -> None:
     state = page.state
     page.save_button.click(on(page, lifecycle.on_save), [state], [page.saved_file])
@@ -193,6 +231,7 @@ def start(**kwargs) -> gr.Blocks:
         css=CSS, js=PAGE_SCRIPT, theme=theme(), max_file_size=snapshot.MAX_FILE_BYTES,
         run_history=False, prevent_thread_lock=True, **kwargs,
     )  # fmt: skip
+    workshop_events.add_routes(demo.app)  # the workshop's poll (GET /workshop/pulse)
     return demo
 
 

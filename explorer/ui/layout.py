@@ -25,6 +25,7 @@ from explorer.viz import colours
 
 BROWSER_KEY = "decoder-explorer-session"
 LESSONS_KEY = "decoder-explorer-lessons"  # which lesson steps this browser has answered
+WORKSHOP_KEY = "decoder-explorer-workshop"  # this browser's seat in a workshop (explorer.ui.workshop_seats)
 
 TEXT_ENV = "DECODER_EXPLORER_TEXT"  # the text a page opens with (python -m explorer --text)
 
@@ -117,7 +118,9 @@ def build_page(browser_secret: str) -> Page:
         # restart (a Space sleeps and wakes) brings it back: the tokens are replayed through the model.
         kept=gr.BrowserState(None, storage_key=BROWSER_KEY, secret=browser_secret),
         lessons_done=gr.BrowserState({}, storage_key=LESSONS_KEY, secret=browser_secret),
+        workshop_seat=gr.BrowserState(None, storage_key=WORKSHOP_KEY, secret=browser_secret),
     )
+    page.add(**workshop_machinery())
     gr.Markdown(texts.INTRO, elem_id="intro")
     with gr.Row(equal_height=False, elem_id="top-row"):
         with gr.Column(scale=3, min_width=240):  # room for the longest model name and its kind
@@ -133,7 +136,7 @@ def build_page(browser_secret: str) -> Page:
             page.add(**buttons())
     with gr.Row(equal_height=False, elem_id="workbench"):
         with gr.Column(scale=2, min_width=300):
-            page.add(**lessons_panel(), **session_panel())
+            page.add(**lessons_panel(), **workshop_panel(), **session_panel())
             page.add(**settings(page.text))
         with gr.Column(scale=3, min_width=300):
             page.add(**view_choice())
@@ -168,6 +171,87 @@ def lessons_panel() -> dict:
             made["lesson_back"] = gr.Button("Back to your text", elem_id="lesson-back", size="sm", visible=False)
         made["lesson_feedback"] = gr.Markdown(elem_id="lesson-feedback")
     return made
+
+
+def workshop_panel() -> dict:
+    """A workshop (explorer.ui.workshop_events): start one on the lesson chosen above, or join one;
+    then the teacher's controls and the class's answers, or a student's question."""
+    made = {}
+    with gr.Accordion("Workshop", open=False, elem_id="workshop") as made["workshop_panel"]:
+        made["workshop_info"] = gr.Markdown(texts.WORKSHOP, elem_id="workshop-info")
+        with gr.Column(elem_id="workshop-enter") as made["workshop_enter"]:
+            with gr.Row():
+                made["workshop_code"] = gr.Textbox(
+                    label="Room code", max_length=40, placeholder="K7PQ2M", elem_id="workshop-code", min_width=120
+                )
+                made["workshop_name"] = gr.Textbox(
+                    label="Your name (optional)", max_length=32, elem_id="workshop-name", min_width=160
+                )
+            with gr.Row():
+                made["workshop_join"] = gr.Button("Join", variant="primary", size="sm", elem_id="workshop-join")
+                made["workshop_start"] = gr.Button("Start a workshop", size="sm", elem_id="workshop-start")
+        with gr.Column(visible=False, elem_id="workshop-teacher") as made["workshop_teacher"]:
+            made |= teacher_controls()
+        with gr.Column(visible=False, elem_id="workshop-student") as made["workshop_student"]:
+            made |= student_controls()
+    return made
+
+
+def teacher_controls() -> dict:
+    made = {
+        "workshop_student_link": gr.Textbox(
+            label="Student link", interactive=False, buttons=["copy"], elem_id="workshop-student-link"
+        )
+    }
+    # The teacher's page is on the projector: the link that lets its holder lead stays folded.
+    with gr.Accordion("Your teacher link (keep it off the projector)", open=False, elem_id="workshop-teacher-fold"):
+        made["workshop_teacher_link"] = gr.Textbox(
+            label="Teacher link: whoever opens it leads this workshop", interactive=False, buttons=["copy"],
+            elem_id="workshop-teacher-link",
+        )  # fmt: skip
+    with gr.Row():
+        made["workshop_ask"] = gr.Button(
+            "Ask this step's question", variant="primary", size="sm", elem_id="workshop-ask"
+        )
+        made["workshop_ask_next"] = gr.Button("Ask: what token comes next?", size="sm", elem_id="workshop-ask-next")
+    with gr.Row():
+        made["workshop_reveal"] = gr.Button("Reveal the answer", size="sm", elem_id="workshop-reveal")
+        made["workshop_again"] = gr.Button("Ask again", size="sm", elem_id="workshop-again")
+    made["workshop_tally"] = gr.Markdown(elem_id="workshop-tally")
+    made["workshop_chart"] = gr.Plot(show_label=False, elem_id="workshop-chart")
+    with gr.Row():
+        made["workshop_csv_button"] = gr.Button("Download the answers (CSV)", size="sm", elem_id="workshop-csv-button")
+        made["workshop_end"] = gr.Button("End the workshop", variant="stop", size="sm", elem_id="workshop-end")
+    made["workshop_csv"] = gr.File(label="The class's answers", interactive=False, elem_id="workshop-csv")
+    return made
+
+
+def student_controls() -> dict:
+    made = {}
+    with gr.Row():
+        made["workshop_follow"] = gr.Checkbox(label="Follow the teacher", value=True, elem_id="workshop-follow")
+        made["workshop_back"] = gr.Button("Back to where the teacher is", size="sm", elem_id="workshop-back")
+    made["workshop_question"] = gr.Markdown(elem_id="workshop-question")
+    made["workshop_choice"] = gr.Radio([], label="Your answer", elem_id="workshop-choice")
+    made["workshop_typed"] = gr.Textbox(
+        label="…or type the token you expect", max_length=40, visible=False, elem_id="workshop-typed"
+    )
+    with gr.Row():
+        made["workshop_send"] = gr.Button("Send my answer", variant="primary", size="sm", elem_id="workshop-send")
+        made["workshop_leave"] = gr.Button("Leave the workshop", size="sm", elem_id="workshop-leave")
+    made["workshop_result"] = gr.Markdown(elem_id="workshop-result")
+    return made
+
+
+def workshop_machinery() -> dict:
+    """What the page's script reads and clicks (static/page.js, the workshop part): the seat's
+    code and part, and the button it presses when the workshop changed. Never shown."""
+    return {
+        "workshop_live": gr.Textbox(
+            label="Workshop (read by the page's script)", elem_id="workshop-live", elem_classes="machine-only"
+        ),
+        "workshop_sync": gr.Button("Sync the workshop", elem_id="workshop-sync", elem_classes="machine-only"),
+    }
 
 
 def model_choice() -> dict:

@@ -23,6 +23,7 @@ from explorer.ui.render import render
 from explorer.ui.shown import Updates, current_snapshot
 from explorer.ui.tab import USER_ERRORS, tab_event
 from explorer.ui.views import ExplorerState
+from explorer.ui.workshop_seats import in_class
 
 # What a lesson step changes besides the session on screen.
 LESSON_VIEWS = (
@@ -139,6 +140,8 @@ def on_lesson_next(request: gr.Request, st, done, progress=gr.Progress()):
 @tab_event
 def on_lesson_check(st, choice, done):
     at = current_step(st)
+    if in_class(st):
+        raise InputError("In a workshop, answer in the Workshop panel: your teacher reveals the answer.")
     if not choice:
         raise InputError("Choose an answer first, then press Check.")
     if choice != at.posed.answer:

@@ -19,3 +19,8 @@ A saved session (.npz) holds the input, settings, tokens and attention; open it 
 continue where you were. A link reopens the same model, input, settings and step.
 An exported web page opens in any browser, offline, with the tokens, each step's candidates and
 the attention of every layer and head to explore; the JSON holds the same for other tools."""
+
+WORKSHOP = """**Teach a class.** A teacher chooses a lesson above and presses **Start a workshop**: the
+class joins with the room code, follows the teacher's view, and answers each question before
+the teacher reveals it. **Students:** type the room code your teacher shows, a name if you want
+one (or none: anonymous), and press **Join**."""

@@ -47,6 +47,7 @@ class ExplorerState:
     switched_off: SwitchedOff = field(default_factory=SwitchedOff)  # heads and sublayers to switch off
     patching: PatchingResult | None = None  # the last patching sweep (of its own two texts, not the session's)
     lesson: object | None = None  # the lesson step on screen (explorer.ui.lesson_events.LessonAt)
+    workshop: object | None = None  # this tab's part in a workshop (explorer.ui.workshop_seats), set by the server
     # Results computed on request (the causal proof, the sandbox, head roles), each with the
     # tokens it covered: shown only while those are the tokens on screen.
     results: dict = field(default_factory=dict, repr=False)

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from explorer.ui import events
+from explorer.ui import events, workshop_events
 from explorer.ui.page import Page
 from explorer.ui.tab import PROFILE_ENV, log
 
@@ -24,7 +24,9 @@ def on(page: Page, callback: Callable) -> Callable:
     (bench/bench_ui.py reads these lines for its server/transport/browser breakdown)."""
     name = getattr(callback, "__name__", "callback")
 
-    def by_component(updates, started: float):
+    def by_component(updates, args, started: float):
+        if isinstance(updates, dict) and "kept" in updates:  # the tab's view changed: a workshop's teacher publishes it
+            workshop_events.after_event(args, updates)
         if os.environ.get(PROFILE_ENV):
             log.info("profile %s %.1f ms", name, (time.perf_counter() - started) * 1000)
         if not isinstance(updates, dict) or updates.get("__type__") == "update":  # gr.skip()
@@ -43,7 +45,7 @@ def on(page: Page, callback: Callable) -> Callable:
                         value = next(updates)
                     except StopIteration:
                         return
-                    yield by_component(value, started)
+                    yield by_component(value, args, started)
             finally:  # Gradio closes this one when it cancels the run (Stop): the callback's cleanup runs now
                 updates.close()
 
@@ -52,7 +54,7 @@ def on(page: Page, callback: Callable) -> Callable:
     @functools.wraps(callback)
     def called(*args, **kwargs):
         started = time.perf_counter()
-        return by_component(callback(*args, **kwargs), started)
+        return by_component(callback(*args, **kwargs), args, started)
 
     return called
 

@@ -113,4 +113,39 @@
     }).observe(document.body, {childList: true, subtree: true});
     label();
   })();
+
+  // A workshop (explorer/ui/workshop_events.py): ask the server what changed, often and cheaply
+  // (GET workshop/pulse: a few numbers, nothing secret), and only when the answer changed press the
+  // panel's hidden Sync button: one event of the page's queue per change, not one per poll. A tab
+  // in the background asks nothing; it catches up when it is shown again.
+  (() => {
+    const EVERY_MS = 400;
+    let seen = '';
+    const seat = () => {
+      const box = document.querySelector('#workshop-live textarea, #workshop-live input');
+      if (!box || !box.value) return null;
+      try { return JSON.parse(box.value); } catch (e) { return null; }
+    };
+    const poll = async () => {
+      const w = seat();
+      if (!w || !w.code) { seen = ''; return; }
+      if (document.hidden) return;
+      let pulse;
+      try {
+        const answer = await fetch(new URL(`workshop/pulse?code=${encodeURIComponent(w.code)}`, location.href),
+                                   {cache: 'no-store'});
+        pulse = answer.status === 404 ? {gone: true} : answer.ok ? await answer.json() : null;
+      } catch (e) { return; }  // the server is away (a restart): asked again at the next tick
+      if (!pulse) return;
+      // A student's page moves with the teacher's changes; the teacher's also with each answer and join.
+      const now = JSON.stringify([w, pulse.gone, pulse.version, pulse.round,
+                                  w.role === 'teacher' ? [pulse.answered, pulse.last_answer, pulse.students] : null]);
+      if (now === seen) return;
+      seen = now;
+      document.getElementById('workshop-sync')?.click();
+      document.body.dataset.workshopSyncs = Number(document.body.dataset.workshopSyncs || 0) + 1;
+    };
+    const tick = () => poll().finally(() => setTimeout(tick, EVERY_MS));
+    tick();
+  })();
 }

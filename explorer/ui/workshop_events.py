@@ -1,0 +1,483 @@
+"""The Workshop panel: a teacher starts a workshop on a lesson and leads; students join with a room
+code, follow the teacher's view, answer each question before it is revealed, and see whether they
+were right. Everything shared lives in the database (``explorer.workshop``); this module turns it
+into the page.
+
+How a page learns that something changed: its script polls ``/workshop/pulse`` (a tiny JSON answer
+with nothing secret in it, ``pulse_route``) and, only when the answer changed, clicks the panel's
+hidden Sync button: one Gradio event per change, not one per poll.
+
+The teacher's view is published after every event of the teacher's tab that changed it (``after_event``,
+called by ``explorer.ui.wiring.on`` with the view the browser keeps: model, text, tokens, tab, layer,
+head), together with the lesson step on screen.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import threading
+
+import gradio as gr
+from fastapi.responses import JSONResponse
+
+from explorer.analysis import snapshot
+from explorer.errors import as_sentence
+from explorer.lessons import LESSONS
+from explorer.ui import lesson_events, lifecycle, model_store, texts
+from explorer.ui.lesson_events import LessonAt
+from explorer.ui.shown import Updates, kept_value, shown_plot
+from explorer.ui.tab import USER_ERRORS, log, require, tab_event
+from explorer.ui.views import ExplorerState
+from explorer.ui.workshop_seats import Following, Leading, kept_seat
+from explorer.viz.workshop import tally_figure
+from explorer.workshop import Limits, StudentRound, WorkshopError, Workshops, connect, room_code
+from explorer.workshop.questions import lesson_question, next_token_question
+
+# Everything the panel shows; each event returns the part it changed.
+WORKSHOP_VIEWS = (
+    "workshop_panel", "workshop_info", "workshop_enter", "workshop_teacher", "workshop_student", "workshop_live",
+    "workshop_seat", "workshop_chart", "workshop_tally", "workshop_question", "workshop_choice", "workshop_typed",
+    "workshop_send", "workshop_result", "workshop_follow", "workshop_code",
+)  # fmt: skip
+LINKS = ("workshop_student_link", "workshop_teacher_link")
+
+_store: Workshops | None = None
+_store_lock = threading.Lock()
+
+
+def store() -> Workshops:
+    """The workshops of this app, on its database (made on first use, shared by every tab)."""
+    global _store
+    with _store_lock:
+        if _store is None:
+            engine = connect()
+            _store = Workshops(engine, Limits.from_env())
+            log.info("workshops kept in %s (%d expired deleted)", engine.url.render_as_string(), _store.purge())
+        return _store
+
+
+# ---------------------------------------------------------------- what the page polls
+def pulse_route(code: str = "") -> JSONResponse:
+    """``GET /workshop/pulse?code=K7PQ2M``: the workshop's version, open question, answer and
+    student counts; 404 when there is no such live workshop. Nothing here needs a secret."""
+    found = store().pulse(code)
+    if found is None:
+        return JSONResponse({"gone": True}, status_code=404, headers={"Cache-Control": "no-store"})
+    body = {
+        "version": found.version, "round": found.round, "answered": found.answered, "students": found.students,
+        "last_answer": found.last_answer,
+    }  # fmt: skip
+    return JSONResponse(body, headers={"Cache-Control": "no-store"})
+
+
+def add_routes(app) -> None:
+    """The pulse route, ahead of Gradio's own routes (the app is Gradio's FastAPI app)."""
+    app.add_api_route("/workshop/pulse", pulse_route, methods=["GET"])
+    app.router.routes.insert(0, app.router.routes.pop())
+
+
+# ---------------------------------------------------------------- the teacher's view, published
+def after_event(args: tuple, updates: dict) -> None:
+    """After an event of a tab that changed its view (``updates`` holds the view the browser
+    keeps): a teacher's tab publishes it; a student's tab that moved away from the teacher's
+    view on its own stops following (the next sync says so)."""
+    st = updates.get("state") if isinstance(updates.get("state"), ExplorerState) else None
+    st = st or next((a for a in args if isinstance(a, ExplorerState)), None)
+    seat = getattr(st, "workshop", None)
+    if isinstance(seat, Leading) and st.session is not None:
+        publish(st, seat)
+    elif isinstance(seat, Following) and seat.following and seat.applied and isinstance(updates.get("kept"), dict):
+        seat.following = as_json(updates["kept"]) == seat.applied
+
+
+def publish(st: ExplorerState, seat: Leading) -> None:
+    view = led_view(st)
+    text = as_json(view)
+    if text == seat.published:
+        return
+    try:
+        store().lead(seat.code, seat.secret, view)
+        seat.published = text
+    except WorkshopError as error:  # the workshop ended or expired: the teacher's page goes on alone
+        log.info("workshop %s: the view was not published: %s", seat.code, error)
+
+
+def led_view(st: ExplorerState) -> dict:
+    at = st.lesson
+    lesson = [at.number, at.index] if isinstance(at, LessonAt) and st.model_name == at.model_name else None
+    return {"session": kept_value(st), "lesson": lesson}
+
+
+def as_json(value) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+# ---------------------------------------------------------------- starting, joining, leaving
+@tab_event
+def on_start(request: gr.Request, st) -> Updates:
+    st = require(st)
+    if st.lesson is None:
+        raise WorkshopError("Choose a lesson first (the Lessons list): the workshop runs it with the class.")
+    started = store().start(st.lesson.number)
+    st.workshop = Leading(started.code, started.secret, st.lesson.number)
+    publish(st, st.workshop)
+    log.info("workshop %s started on lesson %d", started.code, st.lesson.number)
+    return {**panel(st), **links(st)}
+
+
+@tab_event
+def on_join(request: gr.Request, st, code, name) -> Updates:
+    st = require(st)
+    seat = store().join(code, name, client_address(request))
+    st.workshop = Following(seat)
+    return {**sync(request, st), **panel(st)}
+
+
+@tab_event
+def on_leave(st) -> Updates:
+    """A student leaves (their answers stay with the workshop), or a teacher ends the workshop
+    (then it is deleted with every answer: they downloaded them first)."""
+    st = require(st)
+    seat = st.workshop
+    if isinstance(seat, Leading):
+        store().end(seat.code, seat.secret)
+        log.info("workshop %s ended by its teacher", seat.code)
+        said = f"Workshop {seat.code} has ended: it is deleted, with its answers."
+    else:
+        said = "You left the workshop; your answers stay with it. The page is yours again."
+    st.workshop = None
+    return {**panel(st), "workshop_info": f"{said}\n\n{texts.WORKSHOP}"}
+
+
+def client_address(request: gr.Request) -> str:
+    client = getattr(request, "client", None)
+    return getattr(client, "host", None) or "unknown"
+
+
+# ---------------------------------------------------------------- the page's load
+@tab_event
+def on_load(request: gr.Request, st, kept) -> Updates:
+    """After the page's session is back: a workshop link (``?workshop=CODE``, a teacher's with
+    ``&teacher=SECRET``) or the seat this browser kept (a reload, a server restart)."""
+    params = request.query_params
+    linked = params.get("workshop")
+    try:
+        if linked and params.get("teacher"):
+            return resume_teacher(request, st, linked, params["teacher"])
+        if isinstance(kept, dict) and (not linked or room_code(linked) == kept.get("code")):
+            return resumed(request, st, kept)
+    except USER_ERRORS as error:
+        gr.Warning(f"The workshop cannot be opened: {as_sentence(error)}")
+        return {**panel(None), "workshop_panel": gr.Accordion(open=True)}
+    if linked:  # a student's link: the code is filled in, the name is theirs to type
+        return {
+            "workshop_panel": gr.Accordion(open=True), "workshop_code": linked[:40],
+            "workshop_info": "Type your name if you want to (you can stay anonymous) and press **Join**.",
+        }  # fmt: skip
+    return gr.skip()
+
+
+def resumed(request: gr.Request, st, kept: dict) -> Updates:
+    if kept.get("role") == "teacher":
+        return resume_teacher(request, st, kept.get("code"), kept.get("secret"))
+    seat = store().seat(kept.get("code"), kept.get("token"))
+    st = require(st)
+    st.workshop = Following(seat)
+    return {**sync(request, st), **panel(st)}
+
+
+def resume_teacher(request: gr.Request, st, code, secret) -> Updates:
+    """The teacher's page again: their lesson step set up, then their led view (tokens stepped on)."""
+    code = room_code(code)
+    store().check_teacher(code, secret)
+    _, view = store().led_view(code)
+    lesson = store().lesson_of(code)
+    out: Updates = {}
+    at = view.get("lesson")
+    if isinstance(at, list) and len(at) == 2:
+        out = lesson_events.set_up(request, st, int(at[0]), int(at[1]), None)
+        st = out["state"]
+    st = require(st)
+    if isinstance(view.get("session"), dict):
+        out |= follow(request, st, view, keep_lesson=True)
+    st.workshop = Leading(code, secret, lesson, published=as_json(led_view(st)))
+    return {**out, **panel(st), **links(st)}
+
+
+# ---------------------------------------------------------------- following the teacher
+@tab_event
+def on_sync(request: gr.Request, st) -> Updates:
+    """Something changed in the workshop (the page's poll saw it): the teacher's count and chart,
+    or a student's view and question."""
+    seat = getattr(st, "workshop", None)
+    try:
+        if isinstance(seat, Leading):
+            return teacher_views(st) | {"workshop_info": teacher_info(st)}
+        if isinstance(seat, Following):
+            return sync(request, st) | student_views(st)
+    except WorkshopError as error:  # ended or expired
+        st.workshop = None
+        return {**panel(st), "workshop_info": f"{as_sentence(error)}\n\n{texts.WORKSHOP}"}
+    return gr.skip()
+
+
+@tab_event
+def on_follow(request: gr.Request, st, following) -> Updates:
+    """The Follow box: off, the student explores on their own; on, back to the teacher's view now."""
+    seat = student(st)
+    seat.following = bool(following)
+    if seat.following:
+        seat.version = -1
+    return {**sync(request, st), **student_views(st)}
+
+
+@tab_event
+def on_back(request: gr.Request, st) -> Updates:
+    seat = student(st)
+    seat.following, seat.version = True, -1
+    return {**sync(request, st), **student_views(st)}
+
+
+def sync(request: gr.Request, st: ExplorerState) -> Updates:
+    """A following student's tab takes the teacher's view when it changed."""
+    seat = st.workshop
+    version, view = store().led_view(seat.seat.code)
+    if not seat.following or version == seat.version or not isinstance(view.get("session"), dict):
+        return {}
+    out = follow(request, st, view)
+    seat.version, seat.applied = version, as_json(kept_value(st))
+    return out
+
+
+def follow(request: gr.Request, st: ExplorerState, view: dict, keep_lesson: bool = False) -> Updates:
+    """Put the teacher's session and view on this tab: the tokens it lacks are run (or the ones it
+    has beyond the teacher's undone); another model, text or setting rebuilds the session."""
+    snap = snapshot.checked_snapshot(view["session"])
+    lesson = st.lesson
+    session = caught_up(st, snap)
+    if session is None:
+        out, _ = lifecycle.apply_snapshot(request, st, snap)
+    else:
+        out = lifecycle.show_session(request, st, st.model_name, session, snap)
+    st.lesson = lesson if keep_lesson else None  # a student answers in the workshop, not with Check
+    return out
+
+
+def caught_up(st: ExplorerState, snap: snapshot.Snapshot):
+    """The tab's own session brought to ``snap``'s tokens, when only the tokens differ; else None."""
+    session = st.session
+    if session is None or model_store.public_name(st.model_name) != snap.model or session.interventions:
+        return None
+    mine = snapshot.snapshot_of(snap.model, session)
+    settings = ("text", "chat", "use_cache", "temperature", "top_k", "top_p", "seed", "cache_policy")
+    if any(getattr(mine, name) != getattr(snap, name) for name in settings):
+        return None
+    ours, theirs = marked(mine), marked(snap)
+    shared = 0  # how many generated tokens the two share from the start
+    while shared < min(len(ours), len(theirs)) and ours[shared] == theirs[shared]:
+        shared += 1
+    try:
+        for _ in range(len(ours) - shared):
+            session.undo()
+        session.replay(snap.generated[shared:], forced={i - shared for i in snap.forced if i >= shared})
+    except USER_ERRORS:
+        return None
+    return session
+
+
+def marked(snap: snapshot.Snapshot) -> list[tuple[int, bool]]:
+    forced = set(snap.forced)
+    return [(token, i in forced) for i, token in enumerate(snap.generated)]
+
+
+def student(st) -> Following:
+    seat = getattr(st, "workshop", None)
+    if not isinstance(seat, Following):
+        raise WorkshopError("Join a workshop first: type the room code your teacher shows.")
+    return seat
+
+
+def teacher(st) -> Leading:
+    seat = getattr(st, "workshop", None)
+    if not isinstance(seat, Leading):
+        raise WorkshopError("Only the teacher's page can do this: start a workshop from a lesson.")
+    return seat
+
+
+# ---------------------------------------------------------------- questions and answers
+@tab_event
+def on_ask(st) -> Updates:
+    """Put the lesson step on screen's question to the class."""
+    seat = teacher(st)
+    at = st.lesson
+    if at is None or st.model_name != at.model_name:
+        raise WorkshopError("Open a lesson step first (the Lessons list): its question is what the class answers.")
+    store().pose(seat.code, seat.secret, lesson_question(at.number, at.index, at.posed))
+    return teacher_views(st)
+
+
+@tab_event
+def on_ask_next(st) -> Updates:
+    """Ask the class which token comes next here; the model's candidates are the choices."""
+    seat = teacher(st)
+    store().pose(seat.code, seat.secret, next_token_question(require(st).session))
+    return teacher_views(st)
+
+
+@tab_event
+def on_reveal(st) -> Updates:
+    seat = teacher(st)
+    store().reveal(seat.code, seat.secret)
+    return teacher_views(st)
+
+
+@tab_event
+def on_again(st) -> Updates:
+    seat = teacher(st)
+    store().ask_again(seat.code, seat.secret)
+    return teacher_views(st)
+
+
+@tab_event
+def on_send(st, choice, typed) -> Updates:
+    seat = student(st)
+    shown = store().student_round(seat.seat)
+    if shown is None or shown.revealed:
+        raise WorkshopError("There is no open question: wait for the teacher to ask one.")
+    given = typed.strip() if shown.kind == "next-token" and isinstance(typed, str) and typed.strip() else choice
+    if not given:
+        raise WorkshopError("Choose an answer first (or type one), then send it.")
+    store().answer(seat.seat, shown.id, given)
+    return student_views(st)
+
+
+@tab_event
+def on_csv(request: gr.Request, st) -> Updates:
+    seat = teacher(st)
+    data = store().answers_csv(seat.code, seat.secret)
+    return {"workshop_csv": lifecycle.tab_file(request, f"workshop-{seat.code}-answers.csv", data.encode("utf-8"))}
+
+
+# ---------------------------------------------------------------- the panel
+def panel(st: ExplorerState | None) -> Updates:
+    """The whole panel as the tab's seat has it: nothing, the teacher's, or a student's."""
+    seat = getattr(st, "workshop", None)
+    out: Updates = {
+        "workshop_enter": gr.Column(visible=seat is None),
+        "workshop_teacher": gr.Column(visible=isinstance(seat, Leading)),
+        "workshop_student": gr.Column(visible=isinstance(seat, Following)),
+        "workshop_seat": kept_seat(seat),
+        "workshop_live": live_value(seat),
+    }
+    if seat is None:
+        return {**out, "workshop_info": texts.WORKSHOP}
+    out["workshop_panel"] = gr.Accordion(open=True)
+    if isinstance(seat, Leading):
+        return {**out, **teacher_views(st), "workshop_info": teacher_info(st)}
+    return {**out, **student_views(st)}
+
+
+def live_value(seat) -> str:
+    """What the page's poll reads: the code, the part, whether it follows (no secret)."""
+    if isinstance(seat, Leading):
+        return as_json({"code": seat.code, "role": "teacher"})
+    if isinstance(seat, Following):
+        return as_json({"code": seat.seat.code, "role": "student", "following": seat.following})
+    return ""
+
+
+def links(st: ExplorerState) -> Updates:
+    """The teacher's two links as query strings (the page's script puts its address before them)."""
+    seat = teacher(st)
+    return {
+        "workshop_student_link": f"?workshop={seat.code}",
+        "workshop_teacher_link": f"?workshop={seat.code}&teacher={seat.secret}",
+    }
+
+
+def teacher_info(st: ExplorerState) -> str:
+    seat = teacher(st)
+    roll = store().roll(seat.code, seat.secret)
+    named = sorted({as_text(name) for name in roll if name})
+    anonymous = sum(1 for name in roll if not name)
+    who = ", ".join(named + ([f"{anonymous} anonymous"] if anonymous else [])) or "nobody yet"
+    title = next((lesson.title for lesson in LESSONS if lesson.number == seat.lesson), "")
+    return (
+        f"**Workshop {seat.code}** on lesson {seat.lesson}, *{as_text(title)}*. Students open this page and type "
+        f"the room code **{seat.code}** in this panel, or open the student link.\n\n"
+        f"**{len(roll)} joined:** {who}."
+    )
+
+
+def teacher_views(st: ExplorerState) -> Updates:
+    seat = teacher(st)
+    tally = store().tally(seat.code, seat.secret)
+    if tally is None:
+        return {
+            "workshop_chart": gr.Plot(value=None, visible=False),
+            "workshop_tally": "No question asked yet: open a lesson step and press **Ask this step's question**, "
+            "or **Ask: what token comes next?** at any step.",
+        }  # fmt: skip
+    lines = [f"**Question {tally.number}** ({tally.title}): {tally.question}"]  # the lesson's own words
+    lines.append(f"{tally.answered} of {tally.students} students answered.")
+    if tally.revealed:
+        share = tally.share_right
+        right = "nobody answered" if share is None else f"{share:.0%} of the class was right before the reveal"
+        lines.append(f"Revealed: **{as_text(tally.answer)}**. {right}.")
+    if tally.first_vote is not None:
+        lines.append(f"The first vote on this question: {tally.first_vote:.0%} right.")
+    chart = shown_plot(st, tally_figure(tally), "workshop-answers")
+    return {"workshop_chart": gr.Plot(value=chart, visible=True), "workshop_tally": "\n\n".join(lines)}
+
+
+def student_views(st: ExplorerState) -> Updates:
+    seat = student(st)
+    shown = store().student_round(seat.seat)
+    who = f"as **{as_text(seat.seat.name)}**" if seat.seat.name else "anonymously"
+    where = "You follow the teacher's view." if seat.following else (
+        "You are exploring on your own: **Back to where the teacher is** returns you to the teacher's view."
+    )  # fmt: skip
+    out: Updates = {
+        "workshop_info": f"You are in workshop **{seat.seat.code}** {who}. {where}",
+        "workshop_follow": seat.following,
+        "workshop_live": live_value(seat),
+    }
+    return {**out, **question_views(shown)}
+
+
+def question_views(shown: StudentRound | None) -> Updates:
+    if shown is None:
+        return {
+            "workshop_question": "Wait for the teacher's first question.", "workshop_result": "",
+            "workshop_choice": gr.Radio(choices=[], value=None), "workshop_typed": gr.Textbox(visible=False),
+            "workshop_send": gr.Button(interactive=False),
+        }  # fmt: skip
+    question = f"**Question {shown.number}:** {shown.question}"  # the lesson's own words
+    out = {
+        "workshop_question": question,
+        "workshop_choice": gr.Radio(choices=shown.options, value=shown.mine if shown.mine in shown.options else None,
+                                    interactive=not shown.revealed),
+        "workshop_typed": gr.Textbox(visible=shown.kind == "next-token" and not shown.revealed),
+        "workshop_send": gr.Button(interactive=not shown.revealed),
+    }  # fmt: skip
+    if not shown.revealed:
+        said = f"Your answer: **{as_text(shown.mine)}** (you can change it until the reveal)." if shown.mine else ""
+        return {**out, "workshop_result": said}
+    if shown.mine is None:
+        verdict = f"You did not answer. The answer is **{as_text(shown.answer)}**."
+    elif shown.right:
+        verdict = f"✓ **Right:** {as_text(shown.answer)}."
+    else:
+        verdict = f"✗ **Not this time:** you said {as_text(shown.mine)}; the answer is **{as_text(shown.answer)}**."
+    return {**out, "workshop_result": f"{verdict} {shown.why}"}  # why: the lesson's own words
+
+
+MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
+
+
+def as_text(text: str) -> str:
+    """Text a browser sent (a name, a typed guess) or a token, shown as text in Markdown: markup
+    escaped for HTML, then Markdown's own marks escaped."""
+    return MARKDOWN_SPECIALS.sub(r"\\\1", html.escape(text, quote=False))

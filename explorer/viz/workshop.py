@@ -1,0 +1,43 @@
+"""The class's answers to a workshop question, for the teacher's page: one bar per answer (the share
+of the class that chose it); for "what token comes next?" the model's probability of each candidate
+beside it. The right answer is marked only once it is revealed (the teacher's page is projected)."""
+
+from __future__ import annotations
+
+from explorer.workshop import Tally
+from explorer.workshop.rules import same_token
+
+from .figure_json import Figure
+
+CLASS_COLOR, RIGHT_COLOR, MODEL_COLOR = "#6baed6", "#238b45", "#bdbdbd"
+
+
+def tally_figure(tally: Tally) -> Figure:
+    """Horizontal bars, the options top to bottom in the order students saw them."""
+    labels = list(tally.counts)
+    total = max(1, tally.answered)
+    shares = [tally.counts[o] / total for o in labels]
+    colours = [
+        RIGHT_COLOR if tally.revealed and same_token(o, tally.answer) else CLASS_COLOR for o in labels
+    ]  # fmt: skip
+    words = [f"{tally.counts[o]} of {tally.answered} students" for o in labels]
+    traces = [
+        {"type": "bar", "orientation": "h", "name": "the class", "y": labels, "x": shares,
+         "marker": {"color": colours}, "customdata": words, "text": [f"{tally.counts[o]}" for o in labels],
+         "textposition": "auto", "hovertemplate": "%{y}: %{customdata} (%{x:.0%})<extra></extra>"},
+    ]  # fmt: skip
+    if tally.probabilities:
+        traces.append(
+            {"type": "bar", "orientation": "h", "name": "the model's probability", "y": labels,
+             "x": [tally.probabilities.get(o, 0.0) for o in labels], "marker": {"color": MODEL_COLOR},
+             "hovertemplate": "%{y}: the model gives %{x:.1%}<extra></extra>"}
+        )  # fmt: skip
+    state = "revealed: green is right" if tally.revealed else "not revealed yet"
+    layout = {
+        "title": {"text": f"{tally.answered} of {tally.students} answered · {state}", "x": 0.01, "font": {"size": 13}},
+        "barmode": "group", "xaxis": {"range": [0, 1], "tickformat": ".0%", "title": {"text": "share"}},
+        "yaxis": {"autorange": "reversed", "automargin": True, "type": "category"},
+        "height": 120 + 34 * len(labels) * (2 if tally.probabilities else 1),
+        "margin": {"l": 10, "r": 10, "t": 40, "b": 40}, "legend": {"orientation": "h", "y": -0.25},
+    }  # fmt: skip
+    return {"data": traces, "layout": layout}

@@ -1,0 +1,132 @@
+"""Where a workshop is kept: its tables, and the database they live in.
+
+SQLite by default: one file under the cache folder (``$DECODER_EXPLORER_CACHE``), in WAL mode so
+that the class's answers (short writes) and the pages' polls (reads) do not wait for each other.
+``$DECODER_EXPLORER_DATABASE_URL`` names another database, a PostgreSQL server
+(``postgresql+psycopg://user@host:5432/name``) when several app processes share one workshop.
+Written with SQLAlchemy Core: one schema, the same queries on both.
+
+Nothing a workshop needs lives in a process's memory: a restart, or another replica, reads it back.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from explorer.loading import cache_root
+
+DATABASE_URL_ENV = "DECODER_EXPLORER_DATABASE_URL"
+
+metadata = sa.MetaData()
+
+# A workshop: its room code, the teacher secret's hash (never the secret), the lesson it runs,
+# and what the teacher's page shows (``lead``, a JSON view; ``version`` counts every change a
+# student's page must follow: the view, a question posed or revealed).
+workshops = sa.Table(
+    "workshops", metadata,
+    sa.Column("code", sa.String(12), primary_key=True),
+    sa.Column("teacher_hash", sa.String(64), nullable=False),
+    sa.Column("lesson", sa.Integer, nullable=False),
+    sa.Column("created", sa.Float, nullable=False),
+    sa.Column("expires", sa.Float, nullable=False, index=True),
+    sa.Column("lead", sa.Text, nullable=False, default="{}"),
+    sa.Column("version", sa.Integer, nullable=False, default=0),
+    sa.Column("round_id", sa.Integer, nullable=True),  # the question open or last revealed
+)  # fmt: skip
+
+# A student who joined: known by a token their browser keeps (its hash here), and a name or none.
+students = sa.Table(
+    "students", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("workshop", sa.String(12), sa.ForeignKey("workshops.code", ondelete="CASCADE"), nullable=False),
+    sa.Column("token_hash", sa.String(64), nullable=False, unique=True),
+    sa.Column("name", sa.Text, nullable=False, default=""),
+    sa.Column("joined", sa.Float, nullable=False),
+)  # fmt: skip
+
+# A question put to the class: a lesson step's (its options, answer and why as the live model
+# posed them) or "what token comes next?" (the model's candidates and their probabilities).
+# Asking it again is a new round that names the first (``again_of``): peer instruction's second vote.
+rounds = sa.Table(
+    "rounds", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("workshop", sa.String(12), sa.ForeignKey("workshops.code", ondelete="CASCADE"), nullable=False),
+    sa.Column("number", sa.Integer, nullable=False),  # 1, 2, ... within the workshop
+    sa.Column("kind", sa.String(16), nullable=False),  # "lesson" | "next-token"
+    sa.Column("title", sa.Text, nullable=False),  # what the teacher's chart and the CSV call it
+    sa.Column("question", sa.Text, nullable=False),
+    sa.Column("options", sa.Text, nullable=False),  # JSON list of strings
+    sa.Column("answer", sa.Text, nullable=False),
+    sa.Column("why", sa.Text, nullable=False),
+    sa.Column("probabilities", sa.Text, nullable=False, default="{}"),  # JSON {option: p} (next-token)
+    sa.Column("again_of", sa.Integer, nullable=True),
+    sa.Column("opened", sa.Float, nullable=False),
+    sa.Column("revealed", sa.Float, nullable=True),
+)  # fmt: skip
+
+# One answer per student and round: the last one sent counts, until the reveal.
+answers = sa.Table(
+    "answers", metadata,
+    sa.Column("round_id", sa.Integer, sa.ForeignKey("rounds.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("student", sa.Integer, sa.ForeignKey("students.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("answer", sa.Text, nullable=False),
+    sa.Column("answered", sa.Float, nullable=False),
+)  # fmt: skip
+
+# Join attempts, for the limit per address and minute (kept a minute, shared by every replica).
+join_attempts = sa.Table(
+    "join_attempts", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("address", sa.String(64), nullable=False, index=True),
+    sa.Column("at", sa.Float, nullable=False, index=True),
+)  # fmt: skip
+
+
+def default_url() -> str:
+    """``$DECODER_EXPLORER_DATABASE_URL``, else the SQLite file under the cache folder."""
+    url = os.environ.get(DATABASE_URL_ENV)
+    if url:
+        return url
+    folder = cache_root()
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{Path(folder) / 'workshops.sqlite3'}"
+
+
+def connect(url: str | None = None) -> sa.Engine:
+    """An engine on ``url`` (default: ``default_url()``) with the tables made if they are not there."""
+    url = url or default_url()
+    if url.startswith("sqlite"):
+        # Each connection waits up to 10 s for another's write, rather than failing at once.
+        engine = sa.create_engine(url, connect_args={"timeout": 10, "check_same_thread": False})
+        sa.event.listen(engine, "connect", _sqlite_pragmas)
+        sa.event.listen(engine, "begin", _begin_immediate)
+    else:
+        engine = sa.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+    metadata.create_all(engine)
+    return engine
+
+
+def _sqlite_pragmas(connection, _record) -> None:
+    """WAL (readers and the writer do not block each other), and foreign keys (off by default in
+    SQLite). The driver's own transactions are turned off: ``_begin_immediate`` starts them."""
+    connection.isolation_level = None
+    cursor = connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")  # in WAL mode: a commit survives a crash of the app
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def _begin_immediate(connection) -> None:
+    """Every transaction takes SQLite's write lock when it begins (waiting for it, up to the
+    timeout). A transaction that read first and wrote later could otherwise fail at once with
+    "database is locked" when another wrote in between, instead of waiting its turn."""
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def describe(engine: sa.Engine) -> str:
+    """The database for a log line or the docs: the dialect and where (no password)."""
+    return engine.url.render_as_string(hide_password=True)

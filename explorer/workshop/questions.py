@@ -1,0 +1,38 @@
+"""The questions a teacher puts to the class, each built from the live model on the teacher's page:
+a lesson step's own question (its options, answer and why as ``explorer.lessons`` posed them), or
+"what token comes next?" (the model's most probable candidates, the right answer its top one)."""
+
+from __future__ import annotations
+
+from explorer import lessons
+from explorer.session import GenerationSession
+from explorer.tokens import visible
+from explorer.workshop.service import Question
+
+NEXT_TOKEN_OPTIONS = 6
+
+
+def lesson_question(number: int, index: int, posed: lessons.Posed) -> Question:
+    """Lesson ``number``'s step ``index`` (from 0), as it was posed on the teacher's model."""
+    step = lessons.step_of(number, index)
+    title = f"Lesson {number}, step {index + 1}: {step.title}"
+    return Question("lesson", title, step.question, list(posed.options), posed.answer, posed.why)
+
+
+def next_token_question(session: GenerationSession, n: int = NEXT_TOKEN_OPTIONS) -> Question:
+    """Which token the model puts next after the session's text: its ``n`` most probable candidates,
+    shuffled into alphabetical order (the order of the model's list would give the answer away)."""
+    session.check_can_step()
+    top = session.top_candidates(n)
+    shown = {visible(t.text): t.probability for t in reversed(top)}  # two pieces shown alike: the likelier one's
+    best = top[0]
+    text = visible(session.token_texts()[-1]) if session.token_ids else ""
+    why = (
+        f"The model gives {visible(best.text)!r} {best.probability:.1%}, more than any other token: with greedy "
+        "decoding that is the next token. The chart shows how likely the model found each candidate."
+    )
+    question = f"What token comes next after …{text!r}? (token {len(session.token_ids)})"
+    return Question(
+        "next-token", f"Next token at position {len(session.token_ids)}", question, sorted(shown),
+        visible(best.text), why, {option: round(p, 6) for option, p in shown.items()},
+    )  # fmt: skip

@@ -1,0 +1,506 @@
+"""A workshop: a teacher leads a lesson, the class answers its questions, and everything is kept
+in the database (``explorer.workshop.database``), never in this process.
+
+Who may do what is decided here, on the server:
+- the teacher holds a secret made when the workshop starts; only its SHA-256 is stored, and a
+  secret sent back is compared in constant time. Only the teacher changes what the class sees
+  (the lead view, questions, the reveal) or reads the class's answers;
+- a student holds a token their browser keeps (its hash is stored): it answers as that student
+  and nothing else. A student reads the lead view, the open question, and their own answer.
+
+Nothing here imports Gradio: the page (``explorer.ui.workshop_events``), the tests and the
+benchmark call these methods.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import hmac
+import io
+import json
+import secrets
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+
+from explorer.workshop import rules
+from explorer.workshop.database import answers, join_attempts, rounds, students, workshops
+from explorer.workshop.rules import CODE_LENGTH, CODE_LETTERS, Limits, WorkshopError
+
+GONE = "There is no workshop {code} (it ended, or the code is mistyped): ask your teacher for the code."
+NOT_TEACHER = "Only the teacher of workshop {code} can do this: open the teacher link the workshop started with."
+
+
+@dataclass(frozen=True)
+class Started:
+    code: str
+    secret: str  # the teacher's: in the teacher link only, never shown to students
+
+
+@dataclass(frozen=True)
+class Seat:
+    """A student in a workshop: ``token`` is what their browser keeps to answer as them."""
+
+    code: str
+    token: str
+    student: int
+    name: str
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question as the live model answered it (the lesson's pose, or the model's candidates)."""
+
+    kind: str  # "lesson" | "next-token"
+    title: str
+    question: str
+    options: list[str]
+    answer: str
+    why: str
+    probabilities: dict[str, float] = field(default_factory=dict)  # next-token: each option's
+
+
+@dataclass(frozen=True)
+class Pulse:
+    """What a page polls (cheap, and nothing secret): what changed since it last looked."""
+
+    version: int  # the lead view, a question posed or revealed
+    round: int | None
+    answered: int  # answers to the open question
+    students: int
+    last_answer: float  # when the newest of them was sent (a changed answer changes no count)
+
+
+@dataclass(frozen=True)
+class StudentRound:
+    """The open (or last revealed) question as one student sees it: the answer only once revealed."""
+
+    id: int
+    number: int
+    kind: str
+    title: str
+    question: str
+    options: list[str]
+    mine: str | None  # this student's answer
+    revealed: bool
+    answer: str | None = None
+    why: str | None = None
+
+    @property
+    def right(self) -> bool | None:
+        if not self.revealed or self.mine is None:
+            return None
+        return rules.same_token(self.mine, self.answer)
+
+
+@dataclass(frozen=True)
+class Tally:
+    """The class's answers to a question, for the teacher."""
+
+    id: int
+    number: int
+    kind: str
+    title: str
+    question: str
+    options: list[str]
+    answer: str
+    why: str
+    counts: dict[str, int]  # each option (and each other typed guess) -> students
+    answered: int
+    students: int
+    revealed: bool
+    probabilities: dict[str, float]
+    first_vote: float | None = None  # share right in the round this one asks again
+
+    @property
+    def share_right(self) -> float | None:
+        if not self.answered:
+            return None
+        right = sum(n for text, n in self.counts.items() if rules.same_token(text, self.answer))
+        return right / self.answered
+
+
+def digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8", "replace")).hexdigest()
+
+
+class Workshops:
+    """Every workshop on one database. ``clock`` is the time in seconds (a test moves it)."""
+
+    def __init__(self, engine: sa.Engine, limits: Limits | None = None, clock: Callable[[], float] = time.time):
+        self.engine = engine
+        self.limits = limits or Limits()
+        self.clock = clock
+
+    # ------------------------------------------------------------ the teacher
+    def start(self, lesson: int) -> Started:
+        """A new workshop on ``lesson``, with its room code and the teacher's secret."""
+        now = self.clock()
+        self.purge()
+        secret = secrets.token_urlsafe(24)
+        with self.engine.begin() as db:
+            live = db.scalar(sa.select(sa.func.count()).select_from(workshops))
+            if live >= self.limits.workshops:
+                raise WorkshopError(
+                    f"This server already runs {live} workshops, its most: try again when one has ended."
+                )
+            for _ in range(20):  # 32^6 codes: a clash is rare, and then another code is drawn
+                code = "".join(secrets.choice(CODE_LETTERS) for _ in range(CODE_LENGTH))
+                if db.scalar(sa.select(workshops.c.code).where(workshops.c.code == code)) is None:
+                    break
+            db.execute(
+                workshops.insert().values(
+                    code=code, teacher_hash=digest(secret), lesson=int(lesson), created=now,
+                    expires=now + self.limits.hours * 3600, lead="{}", version=0,
+                )
+            )  # fmt: skip
+        return Started(code, secret)
+
+    def check_teacher(self, code: str, secret: object) -> None:
+        """Refuse unless ``secret`` is the teacher's (compared in constant time)."""
+        code = rules.room_code(code)
+        with self.engine.begin() as db:
+            stored = db.scalar(sa.select(workshops.c.teacher_hash).where(self._live(code)))
+        self._teacher(code, stored, secret)
+
+    def _teacher(self, code: str, stored: str | None, secret: object) -> None:
+        if stored is None:
+            raise WorkshopError(GONE.format(code=code))
+        given = digest(secret) if isinstance(secret, str) else ""
+        if not hmac.compare_digest(given, stored):
+            raise WorkshopError(NOT_TEACHER.format(code=code))
+
+    def lesson_of(self, code: str) -> int:
+        with self.engine.begin() as db:
+            lesson = db.scalar(sa.select(workshops.c.lesson).where(self._live(rules.room_code(code))))
+        if lesson is None:
+            raise WorkshopError(GONE.format(code=code))
+        return lesson
+
+    def lead(self, code: str, secret: str, view: dict) -> int:
+        """The teacher's page shows ``view`` now (JSON-able): students following see it. Returns the version."""
+        text = json.dumps(view, sort_keys=True)
+        with self.engine.begin() as db:
+            row = self._locked(db, code)
+            self._teacher(code, row.teacher_hash, secret)
+            if row.lead == text:
+                return row.version
+            db.execute(workshops.update().where(workshops.c.code == code).values(lead=text, version=row.version + 1))
+            return row.version + 1
+
+    def pose(self, code: str, secret: str, question: Question, again_of: int | None = None) -> int:
+        """Put ``question`` to the class (a new round); the one open before it is closed unrevealed."""
+        with self.engine.begin() as db:
+            row = self._locked(db, code)
+            self._teacher(code, row.teacher_hash, secret)
+            number = db.scalar(sa.select(sa.func.count()).select_from(rounds).where(rounds.c.workshop == code)) + 1
+            round_id = db.execute(
+                rounds.insert().values(
+                    workshop=code, number=number, kind=question.kind, title=question.title,
+                    question=question.question, options=json.dumps(question.options), answer=question.answer,
+                    why=question.why, probabilities=json.dumps(question.probabilities), again_of=again_of,
+                    opened=self.clock(),
+                )
+            ).inserted_primary_key[0]  # fmt: skip
+            db.execute(
+                workshops.update().where(workshops.c.code == code).values(round_id=round_id, version=row.version + 1)
+            )
+        return round_id
+
+    def ask_again(self, code: str, secret: str) -> int:
+        """The current question once more, as a new round (after the class discussed it)."""
+        with self.engine.begin() as db:
+            row = self._locked(db, code)
+            self._teacher(code, row.teacher_hash, secret)
+            last = db.execute(sa.select(rounds).where(rounds.c.id == row.round_id)).one_or_none()
+        if last is None:
+            raise WorkshopError("There is no question to ask again: ask one first.")
+        question = Question(
+            last.kind, last.title, last.question, json.loads(last.options), last.answer, last.why,
+            json.loads(last.probabilities),
+        )  # fmt: skip
+        return self.pose(code, secret, question, again_of=last.again_of or last.id)
+
+    def reveal(self, code: str, secret: str) -> Tally:
+        """Show the class the right answer; answers sent after this are refused."""
+        with self.engine.begin() as db:
+            row = self._locked(db, code)
+            self._teacher(code, row.teacher_hash, secret)
+            if row.round_id is None:
+                raise WorkshopError("There is no question to reveal: ask one first.")
+            db.execute(
+                rounds.update()
+                .where(rounds.c.id == row.round_id, rounds.c.revealed.is_(None))
+                .values(revealed=self.clock())
+            )
+            db.execute(workshops.update().where(workshops.c.code == code).values(version=row.version + 1))
+        return self.tally(code, secret)
+
+    def tally(self, code: str, secret: str) -> Tally | None:
+        """The class's answers to the current question (None before any)."""
+        with self.engine.begin() as db:
+            row = self._workshop(db, code)
+            self._teacher(code, row.teacher_hash, secret)
+            if row.round_id is None:
+                return None
+            question = db.execute(sa.select(rounds).where(rounds.c.id == row.round_id)).one()
+            counts = self._counts(db, question)
+            n_students = self._n_students(db, code)
+            first = None
+            if question.again_of is not None:
+                earlier = db.execute(sa.select(rounds).where(rounds.c.id == question.again_of)).one()
+                first = _share_right(self._counts(db, earlier), earlier.answer)
+        return Tally(
+            question.id, question.number, question.kind, question.title, question.question,
+            json.loads(question.options), question.answer, question.why, counts, sum(counts.values()), n_students,
+            question.revealed is not None, json.loads(question.probabilities), first,
+        )  # fmt: skip
+
+    def answers_csv(self, code: str, secret: str) -> str:
+        """Every answer given in the workshop, one row each, in the order the rounds were asked."""
+        with self.engine.begin() as db:
+            row = self._workshop(db, code)
+            self._teacher(code, row.teacher_hash, secret)
+            numbers = self._student_numbers(db, code)
+            given = db.execute(
+                sa.select(rounds, answers.c.student, answers.c.answer.label("given"), answers.c.answered)
+                .join(answers, answers.c.round_id == rounds.c.id)
+                .where(rounds.c.workshop == code)
+                .order_by(rounds.c.number, answers.c.answered)
+            ).all()  # fmt: skip
+            names = dict(db.execute(sa.select(students.c.id, students.c.name).where(students.c.workshop == code)).all())
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(
+            ["workshop", "round", "asked_again_of", "kind", "question", "student", "name", "answer", "right",
+             "answered_utc", "before_reveal"]
+        )  # fmt: skip
+        for r in given:
+            again = next((g.number for g in given if g.id == r.again_of), "") if r.again_of else ""
+            before = r.revealed is None or r.answered <= r.revealed
+            writer.writerow(
+                [code, r.number, again, r.kind, rules.safe_cell(r.question), numbers[r.student],
+                 rules.safe_cell(names.get(r.student, "")), rules.safe_cell(r.given),
+                 "yes" if rules.same_token(r.given, r.answer) else "no", _utc(r.answered), "yes" if before else "no"]
+            )  # fmt: skip
+        return out.getvalue()
+
+    def end(self, code: str, secret: str) -> None:
+        """Delete the workshop and everything the class answered in it now (the teacher's choice)."""
+        with self.engine.begin() as db:
+            row = self._locked(db, code)
+            self._teacher(code, row.teacher_hash, secret)
+            self._delete(db, [code])
+
+    # ------------------------------------------------------------ the students
+    def join(self, code: object, name: object, address: str) -> Seat:
+        """A student joins (anonymous without a name); limited per address and minute, and per workshop."""
+        now = self.clock()
+        code = rules.room_code(code)
+        name = rules.display_name(name, self.limits.name_chars)
+        address = str(address)[:64]
+        with self.engine.begin() as db:
+            db.execute(join_attempts.delete().where(join_attempts.c.at < now - 60))
+            recent = db.scalar(
+                sa.select(sa.func.count()).select_from(join_attempts).where(join_attempts.c.address == address)
+            )
+            if recent >= self.limits.joins_per_minute:
+                raise WorkshopError(
+                    f"Too many joins from your network in a minute (the most is {self.limits.joins_per_minute}): "
+                    "wait a minute and join again."
+                )
+            db.execute(join_attempts.insert().values(address=address, at=now))
+        with self.engine.begin() as db:  # the attempt is counted even when the join below is refused
+            self._locked(db, code)
+            if self._n_students(db, code) >= self.limits.students:
+                raise WorkshopError(f"Workshop {code} is full ({self.limits.students} students): ask your teacher.")
+            token = secrets.token_urlsafe(18)
+            student = db.execute(
+                students.insert().values(workshop=code, token_hash=digest(token), name=name, joined=now)
+            ).inserted_primary_key[0]
+        return Seat(code, token, student, name)
+
+    def seat(self, code: object, token: object) -> Seat:
+        """A student who joined before (their browser kept the token): their seat, else refused."""
+        code = rules.room_code(code)
+        if not isinstance(token, str) or len(token) > 100:
+            raise WorkshopError("This browser's place in the workshop is damaged: join again.")
+        with self.engine.begin() as db:
+            self._workshop(db, code)
+            found = db.execute(
+                sa.select(students.c.id, students.c.name).where(
+                    students.c.workshop == code, students.c.token_hash == digest(token)
+                )
+            ).one_or_none()
+        if found is None:
+            raise WorkshopError(f"This browser is not in workshop {code}: join it again with the room code.")
+        return Seat(code, token, found.id, found.name)
+
+    def answer(self, seat: Seat, round_id: int, answer: object) -> str:
+        """Keep ``seat``'s answer to round ``round_id`` (the last one counts, until the reveal).
+        Returns the answer as stored (a typed guess that is one of the options becomes that option)."""
+        with self.engine.begin() as db:
+            row = self._workshop(db, seat.code)
+            question = db.execute(
+                sa.select(rounds).where(rounds.c.id == round_id, rounds.c.workshop == seat.code)
+            ).one_or_none()
+            if question is None or row.round_id != question.id:
+                raise WorkshopError("That question is closed: answer the one on screen now.")
+            stored = self._checked_answer(question, answer)
+            now = self.clock()
+            new = {"round_id": question.id, "student": seat.student, "answer": stored, "answered": now}
+            written = db.execute(_upsert(db, new, rounds.c.revealed.is_(None), question.id))
+            if written.rowcount == 0:
+                raise WorkshopError("The answer is revealed already: wait for the teacher's next question.")
+        return stored
+
+    def _checked_answer(self, question, answer: object) -> str:
+        options = json.loads(question.options)
+        if question.kind == "next-token" and isinstance(answer, str) and answer not in options:
+            guess = rules.typed_guess(answer, self.limits.typed_chars)
+            return next((o for o in options if rules.same_token(o, guess)), guess)
+        if answer not in options:
+            raise WorkshopError("Choose one of the answers shown.")
+        return answer
+
+    def student_round(self, seat: Seat) -> StudentRound | None:
+        """The current question as ``seat`` sees it: the right answer and why only once revealed."""
+        with self.engine.begin() as db:
+            row = self._workshop(db, seat.code)
+            if row.round_id is None:
+                return None
+            q = db.execute(sa.select(rounds).where(rounds.c.id == row.round_id)).one()
+            mine = db.scalar(
+                sa.select(answers.c.answer).where(answers.c.round_id == q.id, answers.c.student == seat.student)
+            )
+        revealed = q.revealed is not None
+        return StudentRound(
+            q.id, q.number, q.kind, q.title, q.question, json.loads(q.options), mine, revealed,
+            q.answer if revealed else None, q.why if revealed else None,
+        )  # fmt: skip
+
+    # ------------------------------------------------------------ anyone with the code
+    def pulse(self, code: object) -> Pulse | None:
+        """What changed, for a page's poll: None when there is no such workshop (live)."""
+        try:
+            code = rules.room_code(code)
+        except WorkshopError:
+            return None
+        with self.engine.begin() as db:
+            row = db.execute(sa.select(workshops.c.version, workshops.c.round_id).where(self._live(code))).one_or_none()
+            if row is None:
+                return None
+            answered, last = 0, 0.0
+            if row.round_id is not None:
+                answered, last = db.execute(
+                    sa.select(sa.func.count(), sa.func.max(answers.c.answered)).where(
+                        answers.c.round_id == row.round_id
+                    )
+                ).one()
+            return Pulse(row.version, row.round_id, answered, self._n_students(db, code), last or 0.0)
+
+    def led_view(self, code: object) -> tuple[int, dict]:
+        """The teacher's view as last led (version, view); a student follows it."""
+        code = rules.room_code(code)
+        with self.engine.begin() as db:
+            row = self._workshop(db, code)
+        return row.version, json.loads(row.lead)
+
+    def roll(self, code: str, secret: str) -> list[str]:
+        """Who joined, in the order they did: their names ("" when anonymous). For the teacher."""
+        with self.engine.begin() as db:
+            row = self._workshop(db, code)
+            self._teacher(code, row.teacher_hash, secret)
+            return list(
+                db.scalars(sa.select(students.c.name).where(students.c.workshop == code).order_by(students.c.id))
+            )
+
+    # ------------------------------------------------------------ expiry
+    def purge(self) -> int:
+        """Delete every workshop past its expiry, with its students and answers. Returns how many."""
+        with self.engine.begin() as db:
+            gone = list(db.scalars(sa.select(workshops.c.code).where(workshops.c.expires <= self.clock())))
+            if gone:
+                self._delete(db, gone)
+        return len(gone)
+
+    # ------------------------------------------------------------ helpers
+    def _live(self, code: str):
+        return sa.and_(workshops.c.code == code, workshops.c.expires > self.clock())
+
+    def _workshop(self, db, code: str):
+        row = db.execute(sa.select(workshops).where(self._live(code))).one_or_none()
+        if row is None:
+            raise WorkshopError(GONE.format(code=code))
+        return row
+
+    def _locked(self, db, code: str):
+        """The workshop's row, locked until the transaction ends (PostgreSQL: FOR UPDATE; SQLite
+        transactions here are IMMEDIATE, one writer at a time, see database.connect)."""
+        row = db.execute(sa.select(workshops).where(self._live(code)).with_for_update()).one_or_none()
+        if row is None:
+            raise WorkshopError(GONE.format(code=code))
+        return row
+
+    def _n_students(self, db, code: str) -> int:
+        return db.scalar(sa.select(sa.func.count()).select_from(students).where(students.c.workshop == code))
+
+    def _student_numbers(self, db, code: str) -> dict[int, int]:
+        """Each student's number in the workshop (1, 2, ... in the order they joined): the CSV's
+        name for them, which says nothing about them."""
+        ids = db.scalars(sa.select(students.c.id).where(students.c.workshop == code).order_by(students.c.id))
+        return {student: number for number, student in enumerate(ids, start=1)}
+
+    def _counts(self, db, question) -> dict[str, int]:
+        """How many chose each option (every option listed, 0 included), then each other typed guess;
+        only the answers kept before the reveal."""
+        query = sa.select(answers.c.answer).where(answers.c.round_id == question.id)
+        if question.revealed is not None:
+            query = query.where(answers.c.answered <= question.revealed)
+        given = Counter(db.scalars(query))
+        counts = {option: given.pop(option, 0) for option in json.loads(question.options)}
+        return counts | dict(given.most_common())
+
+    @staticmethod
+    def _delete(db, codes: list[str]) -> None:
+        """A workshop and everything in it, children first (not left to the database's cascade)."""
+        round_ids = sa.select(rounds.c.id).where(rounds.c.workshop.in_(codes))
+        db.execute(answers.delete().where(answers.c.round_id.in_(round_ids)))
+        db.execute(workshops.update().where(workshops.c.code.in_(codes)).values(round_id=None))
+        db.execute(rounds.delete().where(rounds.c.workshop.in_(codes)))
+        db.execute(students.delete().where(students.c.workshop.in_(codes)))
+        db.execute(workshops.delete().where(workshops.c.code.in_(codes)))
+
+
+def _share_right(counts: dict[str, int], answer: str) -> float | None:
+    total = sum(counts.values())
+    return sum(n for text, n in counts.items() if rules.same_token(text, answer)) / total if total else None
+
+
+def _upsert(db, values: dict, still_open, round_id: int):
+    """Insert an answer, or replace the student's earlier one, only while the round is unrevealed:
+    one statement, so that a reveal between a check and the write cannot let a late answer in."""
+    dialect = db.dialect.name
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    elif dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        raise RuntimeError(f"workshops are kept in SQLite or PostgreSQL, not {dialect}")
+    chosen = sa.select(*(sa.literal(v) for v in values.values())).where(
+        sa.exists().where(rounds.c.id == round_id, still_open)
+    )
+    statement = insert(answers).from_select(list(values), chosen)
+    return statement.on_conflict_do_update(
+        index_elements=[answers.c.round_id, answers.c.student],
+        set_={"answer": statement.excluded.answer, "answered": statement.excluded.answered},
+    )
+
+
+def _utc(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")

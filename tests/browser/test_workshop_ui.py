@@ -1,0 +1,218 @@
+"""A workshop end to end (issue 30), a teacher and three students in one Chromium, each in its own
+browser context: start, join (one name with markup), follow the teacher, answer a lesson question,
+the teacher's live count and chart, reveal, each student's result, a student exploring alone and
+coming back, a forged teacher link, a teacher reload and a server restart that keep everything,
+and the CSV holding exactly the answers given.
+
+The app is this test's own (it restarts it), on a database file in a temporary folder; the right
+answer is read from that database (the test knows it without asking the page)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from explorer import lessons
+from explorer.workshop import database
+from tests.browser.conftest import free_port, running_app
+from tests.browser.helpers import ARTIFACTS, idle, shot, tokens
+from tests.browser.test_lessons_ui import open_lesson, wait_step
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+LESSON = 3  # the KV cache: a decoder lesson whose first step has a question of four options
+MARKUP_NAME = "<img src=x onerror=alert(1)>Bo"
+
+
+def wait_page(page) -> None:
+    """The page's session is back (the lesson's tab may be one without the self-attention figure)."""
+    page.wait_for_selector("#token-strip .token", timeout=180_000)
+    idle(page)
+
+
+def open_page(browser, url: str):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(120_000)
+    page.goto(url)
+    wait_page(page)
+    return page
+
+
+def open_workshop_panel(page) -> None:
+    if not page.locator("#workshop-info").is_visible():
+        page.click("#workshop")  # the accordion
+
+
+def wait_text(page, selector: str, text: str, timeout: float = 60_000) -> None:
+    page.wait_for_function(
+        "([s, t]) => (document.querySelector(s)?.innerText || '').includes(t)", arg=[selector, text], timeout=timeout
+    )
+
+
+def join(browser, link: str, name: str):
+    page = open_page(browser, link)
+    assert page.locator("#workshop-code input, #workshop-code textarea").input_value() in link
+    if name:
+        page.fill("#workshop-name input, #workshop-name textarea", name)
+    page.click("#workshop-join")
+    wait_text(page, "#workshop-info", "You are in workshop")
+    return page
+
+
+def answer(page, option: str) -> None:
+    page.locator("#workshop-choice label").filter(has_text=option).first.click()
+    page.click("#workshop-send")
+    wait_text(page, "#workshop-result", f"Your answer: {option}")
+
+
+def wait_same_tokens(student, teacher_tokens: list[str]) -> None:
+    student.wait_for_function(
+        "n => document.querySelectorAll('#token-strip .token').length === n", arg=len(teacher_tokens)
+    )
+    assert tokens(student) == teacher_tokens
+
+
+def open_round(db_url: str) -> dict:
+    engine = sa.create_engine(db_url)
+    with engine.connect() as db:
+        row = db.execute(sa.select(database.rounds).order_by(database.rounds.c.id.desc())).first()
+    engine.dispose()
+    return {"options": json.loads(row.options), "answer": row.answer, "question": row.question}
+
+
+CHART_COUNT = """([i, n]) => { const g = document.querySelector('#workshop-chart .js-plotly-plot');
+    return g && g.data && Number(g.data[0].text[i]) === n; }"""
+
+
+def chart_counts(page) -> list[int]:
+    return page.evaluate(
+        "() => { const g = document.querySelector('#workshop-chart .js-plotly-plot');"
+        " return g && g.data ? Array.from(g.data[0].text).map(Number) : null; }"
+    )
+
+
+def test_a_teacher_and_three_students_run_a_lesson_question(browser, tmp_path):
+    db_url = f"sqlite:///{tmp_path / 'workshops.sqlite3'}"
+    port = free_port()
+    log = ARTIFACTS / "app-workshop.log"
+    log.unlink(missing_ok=True)
+    env = {"DECODER_EXPLORER_DATABASE_URL": db_url}
+    with running_app(log, port=port, **env) as (url, _):
+        teacher = open_page(browser, url)
+        open_lesson(teacher, LESSON)
+        wait_step(teacher, LESSON, 0)
+        open_workshop_panel(teacher)
+        teacher.click("#workshop-start")
+        wait_text(teacher, "#workshop-info", "Workshop ")
+        idle(teacher)
+        student_link = teacher.locator("#workshop-student-link textarea, #workshop-student-link input").input_value()
+        assert re.fullmatch(rf"{re.escape(url)}/\?workshop=[A-Z2-9]{{6}}", student_link), student_link
+        code = student_link.rsplit("=", 1)[1]
+        # The teacher link (with its secret) stays folded: not on the projected page.
+        assert not teacher.locator("#workshop-teacher-link").is_visible()
+
+        students = [join(browser, student_link, name) for name in ("Ada", MARKUP_NAME, "")]
+        wait_text(teacher, "#workshop-info", "3 joined")
+        info = teacher.inner_text("#workshop-info")
+        assert MARKUP_NAME in info and "1 anonymous" in info  # the markup shown as text...
+        assert teacher.locator("#workshop-info img").count() == 0  # ...and never made an element
+
+        # Follow: the students see the teacher's lesson session, and its next step.
+        teacher_tokens = tokens(teacher)
+        for page in students:
+            wait_same_tokens(page, teacher_tokens)
+        teacher.click("#step")
+        teacher.wait_for_function("n => document.querySelectorAll('#token-strip .token').length === n",
+                                  arg=len(teacher_tokens) + 1)  # fmt: skip
+        teacher_tokens = tokens(teacher)
+        for page in students:
+            wait_same_tokens(page, teacher_tokens)
+
+        # Predict: the question goes out without its answer; the teacher's count and chart follow.
+        teacher.click("#workshop-ask")
+        for page in students:
+            wait_text(page, "#workshop-question", "Question 1")
+        posed = open_round(db_url)
+        assert posed["question"] == lessons.step_of(LESSON, 0).question
+        wrong = next(o for o in posed["options"] if o != posed["answer"])
+        for page in students:
+            assert posed["answer"] not in page.inner_text("#workshop-result")
+        answer(students[0], posed["answer"])
+        answer(students[1], wrong)
+        answer(students[2], wrong)
+        answer(students[2], posed["answer"])  # a changed mind: the last answer counts
+        wait_text(teacher, "#workshop-tally", "3 of 3 students answered")
+        teacher.wait_for_function(CHART_COUNT, arg=[posed["options"].index(posed["answer"]), 2])  # the changed mind
+        counts = dict(zip(posed["options"], chart_counts(teacher), strict=True))
+        assert counts[posed["answer"]] == 2 and counts[wrong] == 1 and sum(counts.values()) == 3
+        shot(teacher, "workshop-teacher-before-reveal")
+
+        # Reveal: each student sees the answer, why, and whether they were right.
+        teacher.click("#workshop-reveal")
+        wait_text(teacher, "#workshop-tally", "67% of the class was right")
+        for page, right in zip(students, (True, False, True), strict=True):
+            wait_text(page, "#workshop-result", "Right" if right else "Not this time")
+        shot(students[1], "workshop-student-after-reveal")
+        # Too late to answer: the page offers no way (and the server refuses one: tests/test_workshop.py).
+        assert students[0].locator("#workshop-send").is_disabled()
+        assert students[0].locator("#workshop-choice input").first.is_disabled()
+
+        # A student explores alone (the teacher's steps leave them be), then comes back in one click.
+        alone = students[2]
+        alone.locator("#workshop-follow input").uncheck()
+        wait_text(alone, "#workshop-info", "exploring on your own")
+        kept = tokens(alone)
+        teacher.click("#step")
+        teacher.wait_for_function("n => document.querySelectorAll('#token-strip .token').length === n",
+                                  arg=len(teacher_tokens) + 1)  # fmt: skip
+        teacher_tokens = tokens(teacher)
+        wait_same_tokens(students[0], teacher_tokens)  # a follower moved...
+        assert tokens(alone) == kept  # ...the explorer did not
+        alone.click("#workshop-back")
+        wait_same_tokens(alone, teacher_tokens)
+        assert alone.locator("#workshop-follow input").is_checked()
+
+        # A forged teacher link is refused; the page opens as a student's would.
+        forger = open_page(browser, f"{url}/?workshop={code}&teacher=forged-{code}")
+        forger.wait_for_selector("[data-testid=toast-body]:has-text('Only the teacher')")
+        assert not forger.locator("#workshop-reveal").is_visible()
+        forger.context.close()
+
+        # The teacher reloads: the workshop, its tally and the teacher's view come back.
+        teacher.reload()
+        wait_page(teacher)
+        wait_text(teacher, "#workshop-tally", "3 of 3 students answered")
+        assert tokens(teacher) == teacher_tokens
+    for page in (teacher, *students):
+        page.goto("about:blank")
+
+    with running_app(log, port=port, **env) as (url, _):  # a restart: a new process, the same database
+        teacher.goto(url)
+        wait_page(teacher)
+        wait_text(teacher, "#workshop-tally", "67% of the class was right")
+        wait_text(teacher, "#workshop-info", "3 joined")
+        students[0].goto(url)
+        wait_page(students[0])
+        wait_text(students[0], "#workshop-info", "You are in workshop")
+        wait_text(students[0], "#workshop-result", "Right")
+        # The CSV holds exactly the answers given: one per student, the last one each sent.
+        teacher.click("#workshop-csv-button")
+        link = teacher.wait_for_selector("#workshop-csv a[href]")
+        body = teacher.evaluate("href => fetch(href).then(r => r.text())", link.get_attribute("href"))
+        rows = list(csv.DictReader(io.StringIO(body)))
+        given = sorted((row["name"], row["answer"], row["right"]) for row in rows)
+        assert given == sorted(
+            [("Ada", posed["answer"], "yes"), (MARKUP_NAME, wrong, "no"), ("", posed["answer"], "yes")]
+        )
+        assert {row["workshop"] for row in rows} == {code} and {row["before_reveal"] for row in rows} == {"yes"}
+        shot(teacher, "workshop-teacher-after-restart")
+    for page in (teacher, *students):
+        page.context.close()
+    assert Path(db_url.removeprefix("sqlite:///")).exists()
