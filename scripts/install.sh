@@ -14,6 +14,12 @@ if [ "$dev" = 1 ] && [ ! -x /usr/bin/chromium ]; then
   $apt_get update -qq
   DEBIAN_FRONTEND=noninteractive $apt_get install -y -qq chromium fonts-dejavu-core > /dev/null
 fi
+# A PostgreSQL server for the workshop tests (tests/postgres.py starts its own in a temporary folder).
+if [ "$dev" = 1 ] && ! ls /usr/lib/postgresql/*/bin/initdb > /dev/null 2>&1; then
+  echo "Installing Debian's PostgreSQL for the workshop tests"
+  $apt_get update -qq
+  DEBIAN_FRONTEND=noninteractive $apt_get install -y -qq postgresql > /dev/null
+fi
 # axe-core, the accessibility checker the browser tests put into the page (from the npm registry).
 if [ "$dev" = 1 ] && [ ! -f .cache/npm/node_modules/axe-core/axe.min.js ]; then
   if ! command -v npm > /dev/null; then

@@ -354,8 +354,8 @@ class Workshops:
             stored = self._checked_answer(question, answer)
             now = self.clock()
             new = {"round_id": question.id, "student": seat.student, "answer": stored, "answered": now}
-            written = db.execute(_upsert(db, new, rounds.c.revealed.is_(None), question.id))
-            if written.rowcount == 0:
+            written = db.execute(_upsert(db, new, rounds.c.revealed.is_(None), question.id)).first()
+            if written is None:  # (rowcount cannot tell: PostgreSQL's driver reports one either way)
                 raise WorkshopError("The answer is revealed already: wait for the teacher's next question.")
         return stored
 
@@ -499,7 +499,7 @@ def _upsert(db, values: dict, still_open, round_id: int):
     return statement.on_conflict_do_update(
         index_elements=[answers.c.round_id, answers.c.student],
         set_={"answer": statement.excluded.answer, "answered": statement.excluded.answered},
-    )
+    ).returning(answers.c.answer)
 
 
 def _utc(seconds: float) -> str:

@@ -1,0 +1,408 @@
+"""Workshops in the database (issue 30): who may do what, the limits, expiry, the CSV, a restart,
+thirty answers at once. Every test runs on SQLite and, where Debian's PostgreSQL is installed, on
+a real PostgreSQL server started for the suite (tests/postgres.py); else those are skipped with
+the reason printed."""
+
+from __future__ import annotations
+
+import csv
+import io
+import threading
+
+import pytest
+import sqlalchemy as sa
+
+import explorer
+from explorer.workshop import Limits, Question, WorkshopError, Workshops, connect, database
+from explorer.workshop.questions import next_token_question
+from tests import postgres
+
+LESSON_Q = Question("lesson", "Lesson 3, step 1", "Will the token change?", ["the same token", "another token"],
+                    "the same token", "The cache holds the same numbers.")  # fmt: skip
+NEXT_Q = Question("next-token", "Next token", "What comes next?", ["·Paris", "·the", "⏎"], "·Paris", "Most probable.",
+                  {"·Paris": 0.5, "·the": 0.2, "⏎": 0.1})  # fmt: skip
+TABLES = ("workshops", "students", "rounds", "answers", "join_attempts")
+
+
+class Clock:
+    def __init__(self, now: float = 1_800_000_000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    reason = postgres.why_not()
+    if reason:
+        pytest.skip(reason)
+    with postgres.running_postgres() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'workshops.sqlite3'}"
+    pg = request.getfixturevalue("postgres_url")
+    engine = sa.create_engine(pg)
+    database.metadata.drop_all(engine)  # each test on empty tables
+    engine.dispose()
+    return pg
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def ws(url, clock):
+    engine = connect(url)
+    yield Workshops(engine, Limits(), clock)
+    engine.dispose()
+
+
+def rows(ws: Workshops) -> dict[str, int]:
+    with ws.engine.connect() as db:
+        return {
+            name: db.scalar(sa.select(sa.func.count()).select_from(database.metadata.tables[name])) for name in TABLES
+        }
+
+
+# ---------------------------------------------------------------- the teacher's secret
+def test_only_the_teachers_secret_leads_asks_reveals_and_reads(ws):
+    started = ws.start(3)
+    seat = ws.join(started.code, "Ada", "10.0.0.1")
+    round_id = ws.pose(started.code, started.secret, LESSON_Q)
+    ws.answer(seat, round_id, "another token")
+    forged = [None, "", started.secret[:-1] + "x", started.secret.upper(), seat.token, 12345, ["a"]]
+    actions = [
+        lambda s: ws.lead(started.code, s, {"x": 1}), lambda s: ws.pose(started.code, s, LESSON_Q),
+        lambda s: ws.reveal(started.code, s), lambda s: ws.tally(started.code, s),
+        lambda s: ws.answers_csv(started.code, s), lambda s: ws.ask_again(started.code, s),
+        lambda s: ws.roll(started.code, s), lambda s: ws.end(started.code, s),
+        lambda s: ws.check_teacher(started.code, s),
+    ]  # fmt: skip
+    for action in actions:
+        for secret in forged:
+            with pytest.raises(WorkshopError, match="Only the teacher"):
+                action(secret)
+    # Nothing changed: the question is open, the answer there, the view not led.
+    assert ws.pulse(started.code).version == 1 and ws.led_view(started.code)[1] == {}
+    assert ws.student_round(seat).revealed is False and ws.student_round(seat).mine == "another token"
+    # The secret itself is not in the database: only its hash.
+    with ws.engine.connect() as db:
+        stored = db.execute(sa.select(database.workshops)).one()
+    assert started.secret not in str(tuple(stored)) and stored.teacher_hash != started.secret
+
+
+def test_a_student_sees_no_answer_before_the_reveal_and_their_own_after(ws):
+    started = ws.start(3)
+    ada, bo = ws.join(started.code, "Ada", "a"), ws.join(started.code, "", "a")
+    round_id = ws.pose(started.code, started.secret, LESSON_Q)
+    ws.answer(ada, round_id, "the same token")
+    before = ws.student_round(bo)
+    assert before.answer is None and before.why is None and before.mine is None and before.right is None
+    ws.reveal(started.code, started.secret)
+    assert ws.student_round(ada).right is True and ws.student_round(ada).why == LESSON_Q.why
+    assert ws.student_round(bo).right is None and ws.student_round(bo).answer == "the same token"
+
+
+# ---------------------------------------------------------------- answers
+def test_one_answer_per_student_the_last_counts_until_the_reveal(ws):
+    started = ws.start(1)
+    seats = [ws.join(started.code, f"s{i}", "a") for i in range(3)]
+    round_id = ws.pose(started.code, started.secret, LESSON_Q)
+    ws.answer(seats[0], round_id, "another token")
+    ws.answer(seats[0], round_id, "the same token")  # changed their mind
+    ws.answer(seats[1], round_id, "another token")
+    tally = ws.tally(started.code, started.secret)
+    assert tally.counts == {"the same token": 1, "another token": 1} and tally.answered == 2 and tally.students == 3
+    ws.reveal(started.code, started.secret)
+    with pytest.raises(WorkshopError, match="revealed already"):
+        ws.answer(seats[2], round_id, "the same token")
+    with pytest.raises(WorkshopError, match="revealed already"):
+        ws.answer(seats[0], round_id, "another token")
+    assert ws.tally(started.code, started.secret).share_right == 0.5
+    assert rows(ws)["answers"] == 2
+
+
+def test_answers_are_checked_against_the_question(ws):
+    started = ws.start(1)
+    seat = ws.join(started.code, "", "a")
+    lesson_round = ws.pose(started.code, started.secret, LESSON_Q)
+    for bad in ("maybe", "", None, 3, ["the same token"], "the same token " * 3):
+        with pytest.raises(WorkshopError, match="Choose one of the answers"):
+            ws.answer(seat, lesson_round, bad)
+    next_round = ws.pose(started.code, started.secret, NEXT_Q)
+    with pytest.raises(WorkshopError, match="closed"):
+        ws.answer(seat, lesson_round, "the same token")  # no longer the open question
+    with pytest.raises(WorkshopError, match="closed"):
+        ws.answer(seat, next_round + 1000, "·Paris")
+    # A typed guess: the candidate it spells is that candidate; another word is kept as typed.
+    assert ws.answer(seat, next_round, " Paris") == "·Paris"
+    assert ws.answer(seat, next_round, "London") == "London"
+    for bad in ("", "   ", "x" * 41, "a\x00b", "\u200b"):
+        with pytest.raises(WorkshopError):
+            ws.answer(seat, next_round, bad)
+    assert ws.tally(started.code, started.secret).counts == {"·Paris": 0, "·the": 0, "⏎": 0, "London": 1}
+
+
+def test_a_student_cannot_answer_in_another_workshop(ws):
+    one, two = ws.start(1), ws.start(2)
+    seat = ws.join(one.code, "", "a")
+    other_round = ws.pose(two.code, two.secret, LESSON_Q)
+    ws.pose(one.code, one.secret, LESSON_Q)
+    with pytest.raises(WorkshopError, match="closed"):
+        ws.answer(seat, other_round, "the same token")
+    assert ws.tally(two.code, two.secret).answered == 0
+
+
+def test_thirty_students_answer_at_once_none_lost_none_doubled(ws):
+    started = ws.start(1)
+    seats = [ws.join(started.code, f"student {i}", "school") for i in range(30)]
+    round_id = ws.pose(started.code, started.secret, NEXT_Q)
+    errors = []
+
+    def answer_twice(i):
+        try:
+            ws.answer(seats[i], round_id, NEXT_Q.options[i % 3])
+            ws.answer(seats[i], round_id, NEXT_Q.options[(i + 1) % 3])  # the last counts
+        except Exception as error:  # every failure is reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=answer_twice, args=(i,)) for i in range(30)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    tally = ws.tally(started.code, started.secret)
+    assert tally.answered == 30 and rows(ws)["answers"] == 30
+    assert tally.counts == {option: 10 for option in NEXT_Q.options}
+    assert ws.pulse(started.code).answered == 30
+
+
+# ---------------------------------------------------------------- limits
+def test_room_codes_names_and_limits(url, clock):
+    engine = connect(url)
+    ws = Workshops(engine, Limits(workshops=2, students=2, joins_per_minute=3), clock)
+    started = ws.start(1)
+    for bad in ("", "K7PQ2", "K7PQ2MM", "K7PQ0M", "<script>", None, 7, "x" * 100):
+        with pytest.raises(WorkshopError, match="room code"):
+            ws.join(bad, "", "elsewhere")
+    assert ws.join(f" {started.code.lower()[:3]}-{started.code.lower()[3:]} ", "", "a").code == started.code
+    for bad in ("x" * 33, "a\nb", "a\u202eb", 5):
+        with pytest.raises(WorkshopError):
+            ws.join(started.code, bad, "b")
+    ws.join(started.code, "  Ada  ", "c")
+    with pytest.raises(WorkshopError, match="is full"):
+        ws.join(started.code, "", "c")
+    with pytest.raises(WorkshopError, match="is full"):
+        ws.join(started.code, "", "c")
+    with pytest.raises(WorkshopError, match="Too many joins"):
+        ws.join(started.code, "", "c")  # the fourth attempt from "c" this minute (refused ones count)
+    clock.now += 61
+    with pytest.raises(WorkshopError, match="is full"):  # a minute later the address may try again
+        ws.join(started.code, "", "c")
+    ws.start(2)
+    with pytest.raises(WorkshopError, match="its most"):
+        ws.start(3)
+    assert ws.roll(started.code, started.secret) == ["", "Ada"]
+    engine.dispose()
+
+
+def test_a_seat_is_found_again_only_with_its_token(ws):
+    started = ws.start(1)
+    seat = ws.join(started.code, "Ada", "a")
+    assert ws.seat(started.code, seat.token) == seat
+    for bad in ("", seat.token[:-1], None, 5, "x" * 500):
+        with pytest.raises(WorkshopError):
+            ws.seat(started.code, bad)
+    other = ws.start(2)
+    with pytest.raises(WorkshopError, match="not in workshop"):
+        ws.seat(other.code, seat.token)
+
+
+# ---------------------------------------------------------------- expiry, the end, a restart
+def test_an_expired_workshop_is_gone_from_the_database(url, clock):
+    engine = connect(url)
+    ws = Workshops(engine, Limits(hours=2), clock)
+    old, kept = ws.start(1), None
+    seat = ws.join(old.code, "Ada", "a")
+    ws.answer(seat, ws.pose(old.code, old.secret, LESSON_Q), "another token")
+    clock.now += 3600
+    kept = ws.start(2)
+    clock.now += 3601  # the first is past its two hours, the second is not
+    assert ws.pulse(old.code) is None  # gone for everyone at once, before the purge deletes it
+    with pytest.raises(WorkshopError, match="no workshop"):
+        ws.student_round(seat)
+    assert ws.purge() == 1
+    assert rows(ws) == {"workshops": 1, "students": 0, "rounds": 0, "answers": 0, "join_attempts": 1}
+    assert ws.pulse(kept.code) is not None
+    engine.dispose()
+
+
+def test_ending_a_workshop_deletes_it_with_its_answers(ws):
+    started = ws.start(1)
+    seat = ws.join(started.code, "", "a")
+    ws.answer(seat, ws.pose(started.code, started.secret, LESSON_Q), "another token")
+    ws.end(started.code, started.secret)
+    assert {k: v for k, v in rows(ws).items() if k != "join_attempts"} == dict.fromkeys(TABLES[:-1], 0)
+
+
+def test_a_restart_loses_no_workshop_and_no_answer(url, clock):
+    engine = connect(url)
+    first = Workshops(engine, Limits(), clock)
+    started = first.start(4)
+    seat = first.join(started.code, "Ada", "a")
+    first.lead(started.code, started.secret, {"session": {"text": "x"}, "lesson": [4, 0]})
+    first.answer(seat, first.pose(started.code, started.secret, LESSON_Q), "the same token")
+    engine.dispose()  # the process ends
+    again = Workshops(connect(url), Limits(), clock)
+    assert again.seat(started.code, seat.token) == seat
+    assert again.led_view(started.code) == (2, {"session": {"text": "x"}, "lesson": [4, 0]})
+    assert again.tally(started.code, started.secret).counts == {"the same token": 1, "another token": 0}
+    again.engine.dispose()
+
+
+# ---------------------------------------------------------------- the CSV and asking again
+def test_the_csv_holds_exactly_the_answers_given(ws, clock):
+    started = ws.start(3)
+    ada, formula = ws.join(started.code, "Ada", "a"), ws.join(started.code, "=HYPERLINK(1)", "a")
+    first = ws.pose(started.code, started.secret, NEXT_Q)
+    ws.answer(ada, first, "·the")
+    ws.answer(formula, first, "-1+1")
+    ws.reveal(started.code, started.secret)
+    clock.now += 30
+    second = ws.ask_again(started.code, started.secret)
+    ws.answer(ada, second, "·Paris")
+    tally = ws.tally(started.code, started.secret)
+    assert tally.first_vote == 0.0 and tally.share_right == 1.0
+    table = list(csv.DictReader(io.StringIO(ws.answers_csv(started.code, started.secret))))
+    got = [(r["round"], r["asked_again_of"], r["student"], r["name"], r["answer"], r["right"]) for r in table]
+    assert got == [
+        ("1", "", "1", "Ada", "·the", "no"), ("1", "", "2", "'=HYPERLINK(1)", "'-1+1", "no"),
+        ("2", "1", "1", "Ada", "·Paris", "yes"),
+    ]  # fmt: skip
+
+
+def test_sqlite_is_in_wal_mode(tmp_path):
+    engine = connect(f"sqlite:///{tmp_path / 'w.sqlite3'}")
+    with engine.connect() as db:
+        assert db.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert db.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+    engine.dispose()
+
+
+def test_the_default_database_is_a_file_under_the_cache_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("DECODER_EXPLORER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv(database.DATABASE_URL_ENV, raising=False)
+    assert database.default_url() == f"sqlite:///{tmp_path / 'cache' / 'workshops.sqlite3'}"
+    monkeypatch.setenv(database.DATABASE_URL_ENV, "postgresql+psycopg://u@h/db")
+    assert database.default_url() == "postgresql+psycopg://u@h/db"
+
+
+def test_limits_from_the_environment(monkeypatch):
+    monkeypatch.setenv("DECODER_EXPLORER_WORKSHOP_HOURS", "0.5")
+    monkeypatch.setenv("DECODER_EXPLORER_MAX_STUDENTS", "40")
+    assert Limits.from_env() == Limits(students=40, hours=0.5)
+    monkeypatch.setenv("DECODER_EXPLORER_WORKSHOP_HOURS", "soon")
+    with pytest.raises(ValueError, match="must be a number"):
+        Limits.from_env()
+
+
+# ---------------------------------------------------------------- questions from the live model
+def test_what_comes_next_is_the_models_candidates_and_its_top_token(checkpoints):
+    session = explorer.GenerationSession(explorer.load_model(str(checkpoints["llama"])), "one two three")
+    question = next_token_question(session)
+    top = session.top_candidates(6)
+    assert question.options == sorted(question.options) and len(question.options) <= 6
+    assert question.answer in question.options and question.probabilities[question.answer] == pytest.approx(
+        top[0].probability, abs=1e-6
+    )
+    assert abs(sum(question.probabilities.values()) - sum(t.probability for t in top)) < 1e-4
+    assert session.step().token_id == top[0].token_id  # greedy takes the answer
+
+
+# ---------------------------------------------------------------- the page's events, on the server
+@pytest.fixture
+def page_store(ws, monkeypatch):
+    from explorer.ui import workshop_events
+
+    monkeypatch.setattr(workshop_events, "_store", ws)
+    return ws
+
+
+def tab_with_session(checkpoints, seat=None):
+    from explorer.ui.views import ExplorerState
+
+    st = ExplorerState("tiny-llama")
+    st.session = explorer.GenerationSession(explorer.load_model(str(checkpoints["llama"])), "one two three")
+    st.workshop = seat
+    return st
+
+
+def test_a_students_tab_cannot_act_as_the_teacher(page_store, checkpoints):
+    from explorer.ui import workshop_events
+    from explorer.ui.workshop_seats import Following
+
+    started = page_store.start(1)
+    seat = page_store.join(started.code, "", "a")
+    page_store.pose(started.code, started.secret, LESSON_Q)
+    st = tab_with_session(checkpoints, Following(seat))
+    for event in (workshop_events.on_ask, workshop_events.on_ask_next, workshop_events.on_reveal,
+                  workshop_events.on_again):  # fmt: skip
+        assert event(st) == {"__type__": "update"}  # refused with a warning: nothing changes
+    assert event(tab_with_session(checkpoints)) == {"__type__": "update"}  # and a tab in no workshop
+    tally = page_store.tally(started.code, started.secret)
+    assert tally.number == 1 and not tally.revealed and page_store.pulse(started.code).version == 1
+
+
+def test_the_teachers_tab_publishes_its_view_and_a_student_who_moves_away_stops_following(page_store, checkpoints):
+    from explorer.ui import workshop_events
+    from explorer.ui.shown import kept_value
+    from explorer.ui.workshop_seats import Following, Leading
+
+    started = page_store.start(1)
+    teacher = tab_with_session(checkpoints, Leading(started.code, started.secret, 1))
+    teacher.session.step()
+    workshop_events.after_event((teacher,), {"kept": kept_value(teacher)})
+    version, view = page_store.led_view(started.code)
+    assert version == 1 and view["session"]["generated"] == teacher.session.generated_ids
+    workshop_events.after_event((teacher,), {"kept": kept_value(teacher)})  # the same view: not written again
+    assert page_store.led_view(started.code)[0] == 1
+
+    student = tab_with_session(checkpoints, Following(page_store.join(started.code, "", "a")))
+    student.workshop.applied = workshop_events.as_json(kept_value(student))
+    workshop_events.after_event((student,), {"kept": kept_value(student)})
+    assert student.workshop.following  # its view is still the one it took
+    student.session.step()
+    workshop_events.after_event((student,), {"kept": kept_value(student)})
+    assert not student.workshop.following and page_store.led_view(started.code)[0] == 1  # and it led nothing
+
+
+def test_a_followers_session_catches_up_by_the_tokens_it_lacks(page_store, checkpoints):
+    from explorer.analysis import snapshot
+    from explorer.ui import workshop_events
+
+    teacher, student = tab_with_session(checkpoints), tab_with_session(checkpoints)
+    for _ in range(3):
+        teacher.session.step()
+    student.session.step()
+    student.session.force(7)  # a branch of its own: undone, then the teacher's tokens run
+    mine = student.session
+    caught = workshop_events.caught_up(student, snapshot.snapshot_of("tiny-llama", teacher.session))
+    assert caught is mine and caught.token_ids == teacher.session.token_ids
+    assert not any(step.forced for step in caught.steps)
+    other_text = explorer.GenerationSession(teacher.session.loaded, "another text")
+    assert workshop_events.caught_up(student, snapshot.snapshot_of("tiny-llama", other_text)) is None
+
+
+def test_names_and_guesses_are_shown_as_text():
+    from explorer.ui.workshop_events import as_text
+
+    shown = as_text("<img src=x onerror=alert(1)>*Bo*_[x](y)")
+    assert "<" not in shown and "&lt;img" in shown and "\\*Bo\\*" in shown and "\\[x\\]\\(y\\)" in shown
