@@ -15,7 +15,9 @@ everything waiting, steps it together, and hands each user its own result.
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -151,9 +153,13 @@ class StepBatcher:
                 while not self._waiting:
                     self._ready.wait()
                 batch, self._waiting = self._waiting[: self.max_batch], self._waiting[self.max_batch :]
+            started = time.perf_counter()
             try:
                 results = step_together([request.session for request in batch], self.stats)
             except Exception as error:  # never leave a user waiting forever
                 results = [error] * len(batch)
+            if os.environ.get("DECODER_EXPLORER_PROFILE"):  # the benchmarks: how big the passes were, how long
+                ms = (time.perf_counter() - started) * 1000
+                log.info("profile batch %d sessions %.1f ms (alone: %d)", len(batch), ms, self.stats.fell_back)
             for request, result in zip(batch, results, strict=True):
                 request.result.set_result(result)

@@ -90,7 +90,8 @@ def test_only_the_teachers_secret_leads_asks_reveals_and_reads(ws):
             with pytest.raises(WorkshopError, match="Only the teacher"):
                 action(secret)
     # Nothing changed: the question is open, the answer there, the view not led.
-    assert ws.pulse(started.code).version == 1 and ws.led_view(started.code)[1] == {}
+    pulse = ws.pulse(started.code)
+    assert (pulse.version, pulse.asked) == (0, 1) and ws.led_view(started.code)[1] == {}
     assert ws.student_round(seat).revealed is False and ws.student_round(seat).mine == "another token"
     # The secret itself is not in the database: only its hash.
     with ws.engine.connect() as db:
@@ -263,7 +264,7 @@ def test_a_restart_loses_no_workshop_and_no_answer(url, clock):
     engine.dispose()  # the process ends
     again = Workshops(connect(url), Limits(), clock)
     assert again.seat(started.code, seat.token) == seat
-    assert again.led_view(started.code) == (2, {"session": {"text": "x"}, "lesson": [4, 0]})
+    assert again.led_view(started.code) == (1, {"session": {"text": "x"}, "lesson": [4, 0]})
     assert again.tally(started.code, started.secret).counts == {"the same token": 1, "another token": 0}
     again.engine.dispose()
 
@@ -358,7 +359,7 @@ def test_a_students_tab_cannot_act_as_the_teacher(page_store, checkpoints):
         assert event(st) == {"__type__": "update"}  # refused with a warning: nothing changes
     assert event(tab_with_session(checkpoints)) == {"__type__": "update"}  # and a tab in no workshop
     tally = page_store.tally(started.code, started.secret)
-    assert tally.number == 1 and not tally.revealed and page_store.pulse(started.code).version == 1
+    assert tally.number == 1 and not tally.revealed and page_store.pulse(started.code).asked == 1
 
 
 def test_the_teachers_tab_publishes_its_view_and_a_student_who_moves_away_stops_following(page_store, checkpoints):

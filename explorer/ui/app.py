@@ -168,11 +168,11 @@ def wire_workshop(page: Page, shown: set) -> None:
         None, p(*LINKS), p(*LINKS), js=WHOLE_LINKS
     )
     page.workshop_join.click(on(page, workshop_events.on_join), [state, page.workshop_code, page.workshop_name], shown)
-    # A change seen while the last one is still being shown: only the newest is shown next.
-    page.workshop_sync.click(
-        on(page, workshop_events.on_sync), [state], shown, trigger_mode="always_last",
-        show_progress="hidden",
-    )  # fmt: skip
+    # A change seen while the last one is still being shown: only the newest is shown next. The
+    # panel's own sync has the panel's outputs only (a class of thirty sends one at every question).
+    hidden = {"trigger_mode": "always_last", "show_progress": "hidden"}
+    page.workshop_sync.click(on(page, workshop_events.on_sync), [state], panel, **hidden)
+    page.workshop_follow_sync.click(on(page, workshop_events.on_follow_sync), [state], shown, **hidden)
     page.workshop_follow.input(on(page, workshop_events.on_follow), [state, page.workshop_follow], shown)
     page.workshop_back.click(on(page, workshop_events.on_back), [state], shown)
     for button, callback in (

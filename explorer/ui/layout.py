@@ -251,6 +251,9 @@ def workshop_machinery() -> dict:
             label="Workshop (read by the page's script)", elem_id="workshop-live", elem_classes="machine-only"
         ),
         "workshop_sync": gr.Button("Sync the workshop", elem_id="workshop-sync", elem_classes="machine-only"),
+        "workshop_follow_sync": gr.Button(
+            "Take the teacher's view", elem_id="workshop-follow-sync", elem_classes="machine-only"
+        ),
     }
 
 

@@ -3,9 +3,9 @@ code, follow the teacher's view, answer each question before it is revealed, and
 were right. Everything shared lives in the database (``explorer.workshop``); this module turns it
 into the page.
 
-How a page learns that something changed: its script polls ``/workshop/pulse`` (a tiny JSON answer
-with nothing secret in it, ``pulse_route``) and, only when the answer changed, clicks the panel's
-hidden Sync button: one Gradio event per change, not one per poll.
+How a page learns that something changed: its script asks ``/workshop/wait``, a long poll that
+answers when the workshop changed (``explorer.ui.workshop_watch``), and then clicks the panel's
+hidden Sync button: one Gradio event per change, nothing while nothing changes.
 
 The teacher's view is published after every event of the teacher's tab that changed it (``after_event``,
 called by ``explorer.ui.wiring.on`` with the view the browser keeps: model, text, tokens, tab, layer,
@@ -31,6 +31,7 @@ from explorer.ui.shown import Updates, kept_value, shown_plot
 from explorer.ui.tab import USER_ERRORS, log, require, tab_event
 from explorer.ui.views import ExplorerState
 from explorer.ui.workshop_seats import Following, Leading, kept_seat
+from explorer.ui.workshop_watch import Watcher
 from explorer.viz.workshop import tally_figure
 from explorer.workshop import Limits, StudentRound, WorkshopError, Workshops, connect, room_code
 from explorer.workshop.questions import lesson_question, next_token_question
@@ -59,22 +60,22 @@ def store() -> Workshops:
 
 
 # ---------------------------------------------------------------- what the page polls
-def pulse_route(code: str = "") -> JSONResponse:
-    """``GET /workshop/pulse?code=K7PQ2M``: the workshop's version, open question, answer and
-    student counts; 404 when there is no such live workshop. Nothing here needs a secret."""
-    found = store().pulse(code)
-    if found is None:
-        return JSONResponse({"gone": True}, status_code=404, headers={"Cache-Control": "no-store"})
-    body = {
-        "version": found.version, "round": found.round, "answered": found.answered, "students": found.students,
-        "last_answer": found.last_answer,
-    }  # fmt: skip
-    return JSONResponse(body, headers={"Cache-Control": "no-store"})
+_watcher: Watcher | None = None
+
+
+async def wait_route(code: str = "", role: str = "student", seen: str = "") -> JSONResponse:
+    """``GET /workshop/wait?code=K7PQ2M&role=student&seen=<key>``: the workshop's pulse once it
+    differs from ``seen`` (at once, or within 25 s); 404 when there is no such live workshop
+    (``explorer.ui.workshop_watch``). Answered on the event loop: no worker thread waits."""
+    global _watcher
+    if _watcher is None:
+        _watcher = Watcher(store())
+    return await _watcher.wait(code[:40], "teacher" if role == "teacher" else "student", seen[:200])
 
 
 def add_routes(app) -> None:
-    """The pulse route, ahead of Gradio's own routes (the app is Gradio's FastAPI app)."""
-    app.add_api_route("/workshop/pulse", pulse_route, methods=["GET"])
+    """The workshop's long poll, ahead of Gradio's own routes (the app is Gradio's FastAPI app)."""
+    app.add_api_route("/workshop/wait", wait_route, methods=["GET"])
     app.router.routes.insert(0, app.router.routes.pop())
 
 
@@ -208,19 +209,34 @@ def resume_teacher(request: gr.Request, st, code, secret) -> Updates:
 
 # ---------------------------------------------------------------- following the teacher
 @tab_event
-def on_sync(request: gr.Request, st) -> Updates:
-    """Something changed in the workshop (the page's poll saw it): the teacher's count and chart,
-    or a student's view and question."""
+def on_sync(st) -> Updates:
+    """Something changed in the workshop besides the teacher's view (the page's poll saw it): the
+    teacher's count and chart, or a student's question and result. The panel alone."""
     seat = getattr(st, "workshop", None)
     try:
         if isinstance(seat, Leading):
             return teacher_views(st) | {"workshop_info": teacher_info(st)}
         if isinstance(seat, Following):
-            return sync(request, st) | student_views(st)
+            return student_views(st)
     except WorkshopError as error:  # ended or expired
-        st.workshop = None
-        return {**panel(st), "workshop_info": f"{as_sentence(error)}\n\n{texts.WORKSHOP}"}
+        return ended(st, error)
     return gr.skip()
+
+
+@tab_event
+def on_follow_sync(request: gr.Request, st) -> Updates:
+    """The teacher's view moved: a following student's page takes it, and its panel."""
+    if not isinstance(getattr(st, "workshop", None), Following):
+        return gr.skip()
+    try:
+        return sync(request, st) | student_views(st)
+    except WorkshopError as error:
+        return ended(st, error)
+
+
+def ended(st: ExplorerState, error: WorkshopError) -> Updates:
+    st.workshop = None
+    return {**panel(st), "workshop_info": f"{as_sentence(error)}\n\n{texts.WORKSHOP}"}
 
 
 @tab_event
@@ -229,14 +245,14 @@ def on_follow(request: gr.Request, st, following) -> Updates:
     seat = student(st)
     seat.following = bool(following)
     if seat.following:
-        seat.version = -1
+        seat.version, seat.taken = -1, ""
     return {**sync(request, st), **student_views(st)}
 
 
 @tab_event
 def on_back(request: gr.Request, st) -> Updates:
     seat = student(st)
-    seat.following, seat.version = True, -1
+    seat.following, seat.version, seat.taken = True, -1, ""
     return {**sync(request, st), **student_views(st)}
 
 
@@ -246,8 +262,11 @@ def sync(request: gr.Request, st: ExplorerState) -> Updates:
     version, view = store().led_view(seat.seat.code)
     if not seat.following or version == seat.version or not isinstance(view.get("session"), dict):
         return {}
+    if as_json(view) == seat.taken:  # a question posed or revealed: the view itself is as it was
+        seat.version = version
+        return {}
     out = follow(request, st, view)
-    seat.version, seat.applied = version, as_json(kept_value(st))
+    seat.version, seat.applied, seat.taken = version, as_json(kept_value(st)), as_json(view)
     return out
 
 

@@ -32,6 +32,7 @@ class Following:
     following: bool = True
     version: int = -1  # the lead version applied
     applied: str = ""
+    taken: str = ""  # the teacher's view (JSON) as it was read then: a version that changed only the question leaves it
 
 
 def kept_seat(seat: Leading | Following | None) -> dict | None:

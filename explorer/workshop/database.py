@@ -23,8 +23,8 @@ DATABASE_URL_ENV = "DECODER_EXPLORER_DATABASE_URL"
 metadata = sa.MetaData()
 
 # A workshop: its room code, the teacher secret's hash (never the secret), the lesson it runs,
-# and what the teacher's page shows (``lead``, a JSON view; ``version`` counts every change a
-# student's page must follow: the view, a question posed or revealed).
+# and what the teacher's page shows (``lead``, a JSON view; ``version`` counts its changes, ``asked``
+# the questions posed and revealed: a student's page redraws everything for the one, its panel for the other).
 workshops = sa.Table(
     "workshops", metadata,
     sa.Column("code", sa.String(12), primary_key=True),
@@ -34,6 +34,7 @@ workshops = sa.Table(
     sa.Column("expires", sa.Float, nullable=False, index=True),
     sa.Column("lead", sa.Text, nullable=False, default="{}"),
     sa.Column("version", sa.Integer, nullable=False, default=0),
+    sa.Column("asked", sa.Integer, nullable=False, default=0),
     sa.Column("round_id", sa.Integer, nullable=True),  # the question open or last revealed
 )  # fmt: skip
 
@@ -99,12 +100,16 @@ def connect(url: str | None = None) -> sa.Engine:
     """An engine on ``url`` (default: ``default_url()``) with the tables made if they are not there."""
     url = url or default_url()
     if url.startswith("sqlite"):
-        # Each connection waits up to 10 s for another's write, rather than failing at once.
-        engine = sa.create_engine(url, connect_args={"timeout": 10, "check_same_thread": False})
+        # Each connection waits up to 10 s for another's write, rather than failing at once. The pool
+        # never makes anyone wait for a connection (-1: no limit on connections beyond the 10 kept):
+        # the page's poll reads on the event loop, which must never block.
+        engine = sa.create_engine(
+            url, connect_args={"timeout": 10, "check_same_thread": False}, pool_size=10, max_overflow=-1
+        )
         sa.event.listen(engine, "connect", _sqlite_pragmas)
         sa.event.listen(engine, "begin", _begin_immediate)
     else:
-        engine = sa.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+        engine = sa.create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=40, pool_timeout=5)
     metadata.create_all(engine)
     return engine
 
@@ -121,10 +126,12 @@ def _sqlite_pragmas(connection, _record) -> None:
 
 
 def _begin_immediate(connection) -> None:
-    """Every transaction takes SQLite's write lock when it begins (waiting for it, up to the
-    timeout). A transaction that read first and wrote later could otherwise fail at once with
-    "database is locked" when another wrote in between, instead of waiting its turn."""
-    connection.exec_driver_sql("BEGIN IMMEDIATE")
+    """A transaction that may write takes SQLite's write lock when it begins (waiting for it, up to
+    the timeout): one that read first and wrote later could otherwise fail at once with "database
+    is locked" when another wrote in between, instead of waiting its turn. One that only reads
+    (execution option ``reading``) begins deferred: in WAL mode it never waits."""
+    reading = connection.get_execution_options().get("reading")
+    connection.exec_driver_sql("BEGIN" if reading else "BEGIN IMMEDIATE")
 
 
 def describe(engine: sa.Engine) -> str:

@@ -14,6 +14,7 @@ benchmark call these methods.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import hmac
@@ -69,7 +70,8 @@ class Question:
 class Pulse:
     """What a page polls (cheap, and nothing secret): what changed since it last looked."""
 
-    version: int  # the lead view, a question posed or revealed
+    version: int  # the lead view's changes
+    asked: int  # questions posed and revealed
     round: int | None
     answered: int  # answers to the open question
     students: int
@@ -156,7 +158,7 @@ class Workshops:
             db.execute(
                 workshops.insert().values(
                     code=code, teacher_hash=digest(secret), lesson=int(lesson), created=now,
-                    expires=now + self.limits.hours * 3600, lead="{}", version=0,
+                    expires=now + self.limits.hours * 3600, lead="{}", version=0, asked=0,
                 )
             )  # fmt: skip
         return Started(code, secret)
@@ -164,7 +166,7 @@ class Workshops:
     def check_teacher(self, code: str, secret: object) -> None:
         """Refuse unless ``secret`` is the teacher's (compared in constant time)."""
         code = rules.room_code(code)
-        with self.engine.begin() as db:
+        with self._reading() as db:
             stored = db.scalar(sa.select(workshops.c.teacher_hash).where(self._live(code)))
         self._teacher(code, stored, secret)
 
@@ -176,7 +178,7 @@ class Workshops:
             raise WorkshopError(NOT_TEACHER.format(code=code))
 
     def lesson_of(self, code: str) -> int:
-        with self.engine.begin() as db:
+        with self._reading() as db:
             lesson = db.scalar(sa.select(workshops.c.lesson).where(self._live(rules.room_code(code))))
         if lesson is None:
             raise WorkshopError(GONE.format(code=code))
@@ -208,7 +210,7 @@ class Workshops:
                 )
             ).inserted_primary_key[0]  # fmt: skip
             db.execute(
-                workshops.update().where(workshops.c.code == code).values(round_id=round_id, version=row.version + 1)
+                workshops.update().where(workshops.c.code == code).values(round_id=round_id, asked=row.asked + 1)
             )
         return round_id
 
@@ -238,12 +240,12 @@ class Workshops:
                 .where(rounds.c.id == row.round_id, rounds.c.revealed.is_(None))
                 .values(revealed=self.clock())
             )
-            db.execute(workshops.update().where(workshops.c.code == code).values(version=row.version + 1))
+            db.execute(workshops.update().where(workshops.c.code == code).values(asked=row.asked + 1))
         return self.tally(code, secret)
 
     def tally(self, code: str, secret: str) -> Tally | None:
         """The class's answers to the current question (None before any)."""
-        with self.engine.begin() as db:
+        with self._reading() as db:
             row = self._workshop(db, code)
             self._teacher(code, row.teacher_hash, secret)
             if row.round_id is None:
@@ -263,7 +265,7 @@ class Workshops:
 
     def answers_csv(self, code: str, secret: str) -> str:
         """Every answer given in the workshop, one row each, in the order the rounds were asked."""
-        with self.engine.begin() as db:
+        with self._reading() as db:
             row = self._workshop(db, code)
             self._teacher(code, row.teacher_hash, secret)
             numbers = self._student_numbers(db, code)
@@ -330,7 +332,7 @@ class Workshops:
         code = rules.room_code(code)
         if not isinstance(token, str) or len(token) > 100:
             raise WorkshopError("This browser's place in the workshop is damaged: join again.")
-        with self.engine.begin() as db:
+        with self._reading() as db:
             self._workshop(db, code)
             found = db.execute(
                 sa.select(students.c.id, students.c.name).where(
@@ -370,7 +372,7 @@ class Workshops:
 
     def student_round(self, seat: Seat) -> StudentRound | None:
         """The current question as ``seat`` sees it: the right answer and why only once revealed."""
-        with self.engine.begin() as db:
+        with self._reading() as db:
             row = self._workshop(db, seat.code)
             if row.round_id is None:
                 return None
@@ -391,8 +393,9 @@ class Workshops:
             code = rules.room_code(code)
         except WorkshopError:
             return None
-        with self.engine.begin() as db:
-            row = db.execute(sa.select(workshops.c.version, workshops.c.round_id).where(self._live(code))).one_or_none()
+        with self._reading() as db:
+            columns = (workshops.c.version, workshops.c.asked, workshops.c.round_id)
+            row = db.execute(sa.select(*columns).where(self._live(code))).one_or_none()
             if row is None:
                 return None
             answered, last = 0, 0.0
@@ -402,18 +405,18 @@ class Workshops:
                         answers.c.round_id == row.round_id
                     )
                 ).one()
-            return Pulse(row.version, row.round_id, answered, self._n_students(db, code), last or 0.0)
+            return Pulse(row.version, row.asked, row.round_id, answered, self._n_students(db, code), last or 0.0)
 
     def led_view(self, code: object) -> tuple[int, dict]:
         """The teacher's view as last led (version, view); a student follows it."""
         code = rules.room_code(code)
-        with self.engine.begin() as db:
+        with self._reading() as db:
             row = self._workshop(db, code)
         return row.version, json.loads(row.lead)
 
     def roll(self, code: str, secret: str) -> list[str]:
         """Who joined, in the order they did: their names ("" when anonymous). For the teacher."""
-        with self.engine.begin() as db:
+        with self._reading() as db:
             row = self._workshop(db, code)
             self._teacher(code, row.teacher_hash, secret)
             return list(
@@ -430,6 +433,15 @@ class Workshops:
         return len(gone)
 
     # ------------------------------------------------------------ helpers
+    @contextlib.contextmanager
+    def _reading(self):
+        """A transaction that only reads: in SQLite a deferred one, which in WAL mode never waits
+        for a writer (every page polls; a poll must not queue behind the class's answers)."""
+        with self.engine.connect() as db:
+            db.execution_options(reading=True)
+            with db.begin():
+                yield db
+
     def _live(self, code: str):
         return sa.and_(workshops.c.code == code, workshops.c.expires > self.clock())
 

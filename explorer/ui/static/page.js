@@ -114,38 +114,50 @@
     label();
   })();
 
-  // A workshop (explorer/ui/workshop_events.py): ask the server what changed, often and cheaply
-  // (GET workshop/pulse: a few numbers, nothing secret), and only when the answer changed press the
-  // panel's hidden Sync button: one event of the page's queue per change, not one per poll. A tab
-  // in the background asks nothing; it catches up when it is shown again.
+  // A workshop (explorer/ui/workshop_watch.py): a long poll, GET workshop/wait, answers when the
+  // workshop changed as this page's part sees it (nothing secret in it); only then is the panel's
+  // hidden Sync button pressed: one event of the page's queue per change, none while nothing
+  // changes. A tab in the background does not ask; shown again, it catches up at once.
   (() => {
-    const EVERY_MS = 400;
-    let seen = '';
+    const pause = ms => new Promise(done => setTimeout(done, ms));
+    const SPREAD_MS = 600;
     const seat = () => {
       const box = document.querySelector('#workshop-live textarea, #workshop-live input');
       if (!box || !box.value) return null;
       try { return JSON.parse(box.value); } catch (e) { return null; }
     };
-    const poll = async () => {
-      const w = seat();
-      if (!w || !w.code) { seen = ''; return; }
-      if (document.hidden) return;
-      let pulse;
-      try {
-        const answer = await fetch(new URL(`workshop/pulse?code=${encodeURIComponent(w.code)}`, location.href),
-                                   {cache: 'no-store'});
-        pulse = answer.status === 404 ? {gone: true} : answer.ok ? await answer.json() : null;
-      } catch (e) { return; }  // the server is away (a restart): asked again at the next tick
-      if (!pulse) return;
-      // A student's page moves with the teacher's changes; the teacher's also with each answer and join.
-      const now = JSON.stringify([w, pulse.gone, pulse.version, pulse.round,
-                                  w.role === 'teacher' ? [pulse.answered, pulse.last_answer, pulse.students] : null]);
-      if (now === seen) return;
-      seen = now;
-      document.getElementById('workshop-sync')?.click();
+    const sync = id => {
+      document.getElementById(id)?.click();
       document.body.dataset.workshopSyncs = Number(document.body.dataset.workshopSyncs || 0) + 1;
     };
-    const tick = () => poll().finally(() => setTimeout(tick, EVERY_MS));
-    tick();
+    (async () => {
+      let seen = '', place = '', last = null;
+      for (;;) {
+        const w = seat();
+        if (!w || !w.code || document.hidden) { await pause(500); continue; }
+        if (JSON.stringify(w) !== place) { place = JSON.stringify(w); seen = ''; last = null; }  // joined, left, follows again
+        const asked = new URL('workshop/wait', location.href);
+        Object.entries({code: w.code, role: w.role, seen}).forEach(([k, v]) => asked.searchParams.set(k, v));
+        let pulse;
+        try {
+          const answer = await fetch(asked, {cache: 'no-store'});
+          pulse = answer.status === 404 ? {key: 'gone'} : answer.ok ? await answer.json() : null;
+        } catch (e) { pulse = null; }
+        if (!pulse) { await pause(1000); continue; }  // the server is away (a restart): asked again soon
+        if (pulse.key !== seen) {  // (once more after a join or a reload: a change may have come between)
+          // The teacher's view moved: a following student's page takes it (everything redrawn);
+          // anything else (a question, an answer, a join) redraws the panel alone.
+          const moved = !last || pulse.version !== last.version;
+          seen = pulse.key;
+          last = pulse;
+          // Thirty students' pages see a question at the same moment: each waits a random moment
+          // (at most SPREAD_MS) first, so that their thirty events reach the server spread out
+          // instead of as one burst in front of everyone's Steps (bench/bench_workshop.py).
+          if (w.role === 'student') await pause(Math.random() * SPREAD_MS);
+          sync(moved && w.role === 'student' && w.following ? 'workshop-follow-sync' : 'workshop-sync');
+        }
+        if (pulse.key === 'gone') await pause(5000);
+      }
+    })();
   })();
 }
