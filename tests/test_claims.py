@@ -82,7 +82,7 @@ def test_the_kept_session_is_encrypted_with_the_browser_secret(monkeypatch, secr
     else:
         monkeypatch.setenv(app.SECRET_ENV, secret)
     kept = [[b for b in app.build_demo().blocks.values() if isinstance(b, gr.BrowserState)] for _ in range(2)]
-    assert [len(states) for states in kept] == [2, 2]  # the session and the lessons done
+    assert [len(states) for states in kept] == [3, 3]  # the session, the lessons done, the workshop seat
     secrets = {state.secret for states in kept for state in states}
     assert secrets == {secret or app.browser_secret()} and len(next(iter(secrets))) >= 16
 
