@@ -136,7 +136,7 @@ def build_page(browser_secret: str) -> Page:
             page.add(**buttons())
     with gr.Row(equal_height=False, elem_id="workbench"):
         with gr.Column(scale=2, min_width=300):
-            page.add(**lessons_panel(), **workshop_panel(), **session_panel())
+            page.add(**lessons_panel(), **session_panel())
             page.add(**settings(page.text))
         with gr.Column(scale=3, min_width=300):
             page.add(**view_choice())
@@ -170,11 +170,15 @@ def lessons_panel() -> dict:
             made["lesson_next"] = gr.Button("Next step", elem_id="lesson-next", size="sm")
             made["lesson_back"] = gr.Button("Back to your text", elem_id="lesson-back", size="sm", visible=False)
         made["lesson_feedback"] = gr.Markdown(elem_id="lesson-feedback")
+        # A workshop runs a lesson with a class; folded inside Lessons, it costs the projector's
+        # first screen nothing (tests/browser/test_projector.py).
+        made |= workshop_panel()
     return made
 
 
 def workshop_panel() -> dict:
-    """A workshop (explorer.ui.workshop_events): start one on the lesson chosen above, or join one;
+    """A workshop (explorer.ui.workshop_events), inside the Lessons panel: start one on the lesson
+    chosen above, or join one;
     then the teacher's controls and the class's answers, or a student's question."""
     made = {}
     with gr.Accordion("Workshop", open=False, elem_id="workshop") as made["workshop_panel"]:

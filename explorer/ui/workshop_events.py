@@ -43,6 +43,9 @@ WORKSHOP_VIEWS = (
     "workshop_send", "workshop_result", "workshop_follow", "workshop_code",
 )  # fmt: skip
 LINKS = ("workshop_student_link", "workshop_teacher_link")
+# The Workshop panel sits inside the Lessons panel: a page that opens in a workshop opens both.
+def opened() -> Updates:
+    return {"lessons_panel": gr.Accordion(open=True), "workshop_panel": gr.Accordion(open=True)}
 
 _store: Workshops | None = None
 _store_lock = threading.Lock()
@@ -171,10 +174,10 @@ def on_load(request: gr.Request, st, kept) -> Updates:
             return resumed(request, st, kept)
     except USER_ERRORS as error:
         gr.Warning(f"The workshop cannot be opened: {as_sentence(error)}")
-        return {**panel(None), "workshop_panel": gr.Accordion(open=True)}
+        return {**panel(None), **opened()}
     if linked:  # a student's link: the code is filled in, the name is theirs to type
         return {
-            "workshop_panel": gr.Accordion(open=True), "workshop_code": linked[:40],
+            **opened(), "workshop_code": linked[:40],
             "workshop_info": "Type your name if you want to (you can stay anonymous) and press **Join**.",
         }  # fmt: skip
     return gr.skip()
@@ -186,7 +189,7 @@ def resumed(request: gr.Request, st, kept: dict) -> Updates:
     seat = store().seat(kept.get("code"), kept.get("token"))
     st = require(st)
     st.workshop = Following(seat)
-    return {**sync(request, st), **panel(st)}
+    return {**sync(request, st), **panel(st), **opened()}
 
 
 def resume_teacher(request: gr.Request, st, code, secret) -> Updates:
@@ -204,7 +207,7 @@ def resume_teacher(request: gr.Request, st, code, secret) -> Updates:
     if isinstance(view.get("session"), dict):
         out |= follow(request, st, view, keep_lesson=True)
     st.workshop = Leading(code, secret, lesson, published=as_json(led_view(st)))
-    return {**out, **panel(st), **links(st)}
+    return {**out, **panel(st), **links(st), **opened()}
 
 
 # ---------------------------------------------------------------- following the teacher
