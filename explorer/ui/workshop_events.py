@@ -43,9 +43,12 @@ WORKSHOP_VIEWS = (
     "workshop_send", "workshop_result", "workshop_follow", "workshop_code",
 )  # fmt: skip
 LINKS = ("workshop_student_link", "workshop_teacher_link")
+
+
 # The Workshop panel sits inside the Lessons panel: a page that opens in a workshop opens both.
 def opened() -> Updates:
     return {"lessons_panel": gr.Accordion(open=True), "workshop_panel": gr.Accordion(open=True)}
+
 
 _store: Workshops | None = None
 _store_lock = threading.Lock()
