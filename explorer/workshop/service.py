@@ -306,6 +306,7 @@ class Workshops:
         code = rules.room_code(code)
         name = rules.display_name(name, self.limits.name_chars)
         address = str(address)[:64]
+        self.purge()  # an expired workshop is deleted at the next start or join, not only hidden
         with self.engine.begin() as db:
             db.execute(join_attempts.delete().where(join_attempts.c.at < now - 60))
             recent = db.scalar(
