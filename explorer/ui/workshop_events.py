@@ -34,6 +34,7 @@ from explorer.ui.workshop_seats import Following, Leading, kept_seat
 from explorer.ui.workshop_watch import Watcher
 from explorer.viz.workshop import tally_figure
 from explorer.workshop import Limits, StudentRound, WorkshopError, Workshops, connect, room_code
+from explorer.workshop.database import describe
 from explorer.workshop.questions import lesson_question, next_token_question
 
 # Everything the panel shows; each event returns the part it changed.
@@ -61,7 +62,7 @@ def store() -> Workshops:
         if _store is None:
             engine = connect()
             _store = Workshops(engine, Limits.from_env())
-            log.info("workshops kept in %s (%d expired deleted)", engine.url.render_as_string(), _store.purge())
+            log.info("workshops kept in %s (%d expired deleted)", describe(engine), _store.purge())
         return _store
 
 

@@ -121,10 +121,7 @@ class Tally:
 
     @property
     def share_right(self) -> float | None:
-        if not self.answered:
-            return None
-        right = sum(n for text, n in self.counts.items() if rules.same_token(text, self.answer))
-        return right / self.answered
+        return _share_right(self.counts, self.answer)
 
 
 def digest(secret: str) -> str:
