@@ -20,6 +20,12 @@ if [ "$dev" = 1 ] && ! ls /usr/lib/postgresql/*/bin/initdb > /dev/null 2>&1; the
   $apt_get update -qq
   DEBIAN_FRONTEND=noninteractive $apt_get install -y -qq postgresql > /dev/null
 fi
+# nginx for the replicas test (tests/browser/test_replicas.py runs scripts/serve.sh's supervisor).
+if [ "$dev" = 1 ] && ! command -v nginx > /dev/null && [ ! -x /usr/sbin/nginx ]; then
+  echo "Installing Debian's nginx for the replicas test"
+  $apt_get update -qq
+  DEBIAN_FRONTEND=noninteractive $apt_get install -y -qq nginx > /dev/null
+fi
 # axe-core, the accessibility checker the browser tests put into the page (from the npm registry).
 if [ "$dev" = 1 ] && [ ! -f .cache/npm/node_modules/axe-core/axe.min.js ]; then
   if ! command -v npm > /dev/null; then

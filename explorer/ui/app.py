@@ -18,7 +18,8 @@ from explorer import native_memory
 from explorer.analysis import snapshot
 from explorer.batching import MAX_BATCH
 from explorer.loading.checkpoints import import_tokenizer_classes
-from explorer.ui import absent_packages, api, events, lesson_events, lifecycle, workshop_events
+from explorer.serve.replicas import SECRET_ENV
+from explorer.ui import absent_packages, api, events, health, lesson_events, lifecycle, workshop_events
 from explorer.ui.blocks import ExplorerBlocks
 from explorer.ui.layout import (
     CSS,
@@ -43,7 +44,6 @@ from explorer.ui.workshop_events import LINKS, WORKSHOP_VIEWS
 WHOLE_LINKS = "(a, b) => [a, b].map(q => q && q.startsWith('?') ? location.origin + location.pathname + q : q)"
 
 __all__ = ["DECODER_EXAMPLES", "TRANSLATOR_EXAMPLES", "build_demo", "launch", "start"]
-SECRET_ENV = "DECODER_EXPLORER_BROWSER_SECRET"
 CONCURRENCY_ENV = "DECODER_EXPLORER_CONCURRENCY"
 STEP_CONCURRENCY_ENV = "DECODER_EXPLORER_STEP_CONCURRENCY"
 QUEUE_SIZE = 256  # waiting events beyond this are refused with "queue full" rather than piling up
@@ -231,7 +231,8 @@ def start(**kwargs) -> gr.Blocks:
         css=CSS, js=PAGE_SCRIPT, theme=theme(), max_file_size=snapshot.MAX_FILE_BYTES,
         run_history=False, prevent_thread_lock=True, **kwargs,
     )  # fmt: skip
-    workshop_events.add_routes(demo.app)  # the workshop's poll (GET /workshop/pulse)
+    workshop_events.add_routes(demo.app)  # the workshop's long poll (GET /workshop/wait)
+    health.add_routes(demo.app)  # GET /health, and the stream a page holds to notice its server went
     return demo
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import socket
@@ -70,17 +71,56 @@ def running_app(log_path: Path, port: int | None = None, **env_overrides: str):
 
 
 def start_app(log_path: Path, port: int, env_overrides: dict) -> subprocess.Popen:
+    env = cut_off_env(GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port), **env_overrides)
+    with open(log_path, "a") as log:
+        return subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def cut_off_env(**overrides: str) -> dict:
+    """This process's environment for an app process with no network (tests/netcut), plus ``overrides``."""
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
     env.update(
-        GRADIO_SERVER_NAME="127.0.0.1",
-        GRADIO_SERVER_PORT=str(port),
         GRADIO_ANALYTICS_ENABLED="False",
         PYTHONUNBUFFERED="1",
         PYTHONPATH=os.pathsep.join([str(NETCUT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-        **env_overrides,
     )
-    with open(log_path, "a") as log:
-        return subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return {**env, **overrides}
+
+
+REPLICA_SECRET = "a key the test's replicas share, not secret"
+
+
+@contextlib.contextmanager
+def running_replicas(run_dir: Path, count: int = 2, **env_overrides: str):
+    """``python -m explorer.serve``: ``count`` replicas of the app behind nginx, with no network; yield
+    (nginx's URL, the supervisor's process, its run folder); stop everything it started."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    env = cut_off_env(DECODER_EXPLORER_BROWSER_SECRET=REPLICA_SECRET, **env_overrides)
+    argv = [sys.executable, "-m", "explorer.serve", "--replicas", str(count), "--port", str(free_port()),
+            "--run-dir", str(run_dir)]  # fmt: skip
+    with open(run_dir / "serve.log", "a") as log:
+        process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        url = wait_replicas(process, run_dir)
+        yield url, process, run_dir
+    finally:
+        stop_app(process, grace_s=60)
+
+
+def wait_replicas(process: subprocess.Popen, run_dir: Path, timeout: float = 300) -> str:
+    """nginx's URL once the supervisor says everything serves (its replicas.json names nginx)."""
+    deadline = time.time() + timeout
+    state = run_dir / "replicas.json"
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"explorer.serve exited with {process.returncode}: {(run_dir / 'serve.log').read_text()}"
+            )
+        if state.exists() and json.loads(state.read_text()).get("nginx_pid"):
+            return json.loads(state.read_text())["url"]
+        if time.time() > deadline:
+            raise RuntimeError(f"the replicas did not serve within {timeout} s; see {run_dir}")
+        time.sleep(0.5)  # polling the supervisor's state file
 
 
 def wait_serving(process: subprocess.Popen, url: str, log_path: Path, log_start: int) -> bool:
@@ -118,10 +158,10 @@ def wait_until_free(port: int, timeout: float = 30) -> None:
         time.sleep(0.2)
 
 
-def stop_app(process: subprocess.Popen) -> None:
+def stop_app(process: subprocess.Popen, grace_s: float = 20) -> None:
     process.terminate()
     try:
-        process.wait(timeout=20)
+        process.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
         process.kill()
 

@@ -160,4 +160,52 @@
       }
     })();
   })();
+
+  // The server this page talks to (explorer/ui/health.py): one request held open, GET
+  // health/stream. When it breaks, the process that served the page is gone; asked again, another
+  // process answers (another replica behind nginx, or the app started again) and holds none of the
+  // page's state: the page reloads, and the session this browser kept comes back on the new
+  // process, its tokens replayed. After the reload one line says what happened.
+  (() => {
+    const MOVED = 'decoder-explorer-moved';
+    const pause = ms => new Promise(done => setTimeout(done, ms));
+    if (sessionStorage.getItem(MOVED)) {
+      sessionStorage.removeItem(MOVED);
+      const line = document.createElement('div');
+      line.id = 'server-moved';
+      line.setAttribute('role', 'status');
+      line.textContent = 'The server this page was on stopped: your session was brought back on another one. ' +
+        'Click to close.';
+      line.onclick = () => line.remove();
+      document.body.prepend(line);
+      setTimeout(() => line.remove(), 30000);
+    }
+    const connect = async () => {  // {server, reader}: the first line read, the rest still coming
+      const answer = await fetch(new URL('health/stream', location.href), {cache: 'no-store'});
+      if (!answer.ok) throw new Error(`health/stream: ${answer.status}`);
+      const reader = answer.body.getReader(), text = new TextDecoder();
+      let got = '';
+      while (!got.includes('\n')) {
+        const {value, done} = await reader.read();
+        if (done) throw new Error('health/stream closed');
+        got += text.decode(value, {stream: true});
+      }
+      return {server: JSON.parse(got.split('\n')[0]).server, reader};
+    };
+    (async () => {
+      let mine = null;
+      for (;;) {
+        let held;
+        try { held = await connect(); } catch (e) { await pause(1000); continue; }  // nobody answers yet
+        if (mine && held.server !== mine) {
+          sessionStorage.setItem(MOVED, '1');
+          location.reload();
+          return;
+        }
+        mine = held.server;
+        document.body.dataset.server = mine;  // (for a test: which process this page is on)
+        try { while (!(await held.reader.read()).done); } catch (e) { /* broken: ask again */ }
+      }
+    })();
+  })();
 }

@@ -1,0 +1,1 @@
+"""Serving past one process: replicas behind nginx (``python -m explorer.serve``, ``scripts/serve.sh``)."""
