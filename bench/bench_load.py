@@ -16,14 +16,17 @@ Prints tables; not a test (machines are shared and noisy: compare ratios within 
     python bench/bench_load.py [--skip-curve] [--skip-server]
     BENCH_APP_ENV="DECODER_EXPLORER_RETURN_MEMORY_S=0" python bench/bench_load.py   # the app under extra env
     python bench/bench_load.py --memory-only   # the memory run alone
+    python bench/bench_load.py --skip-curve --skip-floor --replicas 2   # one process, then 2 replicas behind nginx
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import re
+import shutil
 import statistics
 import sys
 import time
@@ -34,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from tests.browser.conftest import ARTIFACTS, running_app  # noqa: E402
+from tests.browser.conftest import ARTIFACTS, running_app, running_replicas  # noqa: E402
 from tests.browser.load import ClassPlan, LoadReport, simulate_users  # noqa: E402
 
 CLASS = ClassPlan(translator_every=3, think_s=(1.0, 3.0))
@@ -126,7 +129,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def server_runs(client: str) -> None:
+def server_runs(client: str) -> dict:
     plans = {name: dataclasses.replace(plan, client=client) for name, plan in PLANS.items()}
     log = ARTIFACTS / "bench-load-app.log"
     log.unlink(missing_ok=True)
@@ -158,6 +161,75 @@ def server_runs(client: str) -> None:
     for line in (klass.errors + klass.crosstalk + rush.errors + rush.crosstalk)[:10]:
         print("  ", line)
     print(TARGETS)
+    return {"runs": (alone, klass, rush), "models_mb": before_long, "long_mb": long_mb}
+
+
+def replica_pids(run_dir: Path) -> dict[str, int]:
+    state = json.loads((run_dir / "replicas.json").read_text())
+    return {r["name"]: r["pid"] for r in state["replicas"]}
+
+
+def replica_runs(client: str, count: int, threads: int | None) -> dict:
+    """The same runs through nginx in front of ``count`` replicas (python -m explorer.serve), and
+    each replica's peak memory with the 30 long sessions spread over them."""
+    plans = {name: dataclasses.replace(plan, client=client) for name, plan in PLANS.items()}
+    run_dir = ARTIFACTS / "bench-replicas"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    extra = {"OMP_NUM_THREADS": str(threads)} if threads else {}
+    with running_replicas(run_dir, count, **extra, **APP_ENV) as (url, _, _):
+        pids = replica_pids(run_dir)
+        servers = [*pids.values(), json.loads((run_dir / "replicas.json").read_text())["nginx_pid"]]
+        alone, alone_cpu = with_cpu(servers, lambda: simulate_users(url, 1, 15, plans["no pause"]))
+        klass, class_cpu = with_cpu(servers, lambda: simulate_users(url, 30, 15, plans["class"]))
+        rush, rush_cpu = with_cpu(servers, lambda: simulate_users(url, 20, 15, plans["no pause"]))
+        models_mb = {name: peak_rss_mb(pid) for name, pid in pids.items()}
+        simulate_users(url, 30, 15, plans["long"])
+        long_mb = {name: peak_rss_mb(pid) for name, pid in pids.items()}
+        served = served_by(run_dir / "nginx-access.log")
+    cpu = (alone_cpu, class_cpu, rush_cpu)
+    return {"runs": (alone, klass, rush), "models_mb": models_mb, "long_mb": long_mb, "served": served, "cpu": cpu}
+
+
+def with_cpu(pids: list[int], run) -> tuple[LoadReport, float]:
+    """``run()``'s report, and the CPU the processes ``pids`` spent per step meanwhile (ms)."""
+    before = sum(cpu_seconds(pid) for pid in pids)
+    report = run()
+    return report, (sum(cpu_seconds(pid) for pid in pids) - before) / max(1, len(report.latencies)) * 1000
+
+
+def served_by(access_log: Path) -> dict[str, int]:
+    """How many queue joins (events) each replica's port answered, from nginx's access log."""
+    counts: dict[str, int] = {}
+    for line in access_log.read_text().splitlines():
+        if "/queue/join" in line:
+            port = line.rsplit(" ", 1)[-1]
+            counts[port] = counts.get(port, 0) + 1
+    return counts
+
+
+def compare(one: dict, many: dict, count: int) -> None:
+    """One process against ``count`` replicas, measured back to back in this run."""
+    print(f"\nOne process against {count} replicas behind nginx (step round trip, ms; same machine, back to back)")
+    print(f"{'run':36} {'one p50':>8} {'one p95':>8} {'N p50':>8} {'N p95':>8} {'steps/s':>12} {'CPU/step N':>11}")
+    names = ("one user, no pause", "class: 30 students, think 1-3 s", "20 users, no pause")
+    for name, a, b, cpu in zip(names, one["runs"], many["runs"], many["cpu"], strict=True):
+        rates = f"{len(a.latencies) / a.seconds:.1f} / {len(b.latencies) / b.seconds:.1f}"
+        print(f"{name:36} {a.median:8.0f} {a.percentile(0.95):8.0f} {b.median:8.0f} {b.percentile(0.95):8.0f} "
+              f"{rates:>12} {cpu:11.0f}")  # fmt: skip
+    print("(steps/s: one process / the replicas; CPU/step N: the replicas' and nginx's CPU ms per step)")
+    for label, (alone, _, rush) in (("one process", one["runs"]), (f"{count} replicas", many["runs"])):
+        print(f"20 users' p95 / one user's p95, {label}: {rush.percentile(0.95) / alone.percentile(0.95):.1f}")
+    errors = sum(len(r.errors) + len(r.crosstalk) for r in many["runs"])
+    print(f"errors and cross-talk through the replicas: {errors}")
+    print(f"events answered per replica port (nginx's access log): {many['served']}")
+    total = sum(many["long_mb"].values())
+    target = 1.3 * one["long_mb"] + one["models_mb"]
+    per = {k: ", ".join(f"{name} {mb:.0f}" for name, mb in many[k].items()) for k in ("models_mb", "long_mb")}
+    print(f"peak RSS per replica, MB: with the models {per['models_mb']}; with 30 long sessions {per['long_mb']}")
+    one_mb, models_mb = one["long_mb"], one["models_mb"]
+    print(f"sum {total:.0f} MB; one process holding all 30: {one_mb:.0f} MB (its models alone {models_mb:.0f})")
+    verdict = "met" if total <= target else "NOT met"
+    print(f"target: sum <= 1.3 x {one_mb:.0f} + {models_mb:.0f} = {target:.0f} MB: {verdict}")
 
 
 def gradio_alone(steps: int = 15) -> None:
@@ -208,6 +280,12 @@ def main() -> None:
     parser.add_argument("--skip-curve", action="store_true")
     parser.add_argument("--skip-server", action="store_true")
     parser.add_argument("--memory-only", action="store_true")
+    parser.add_argument(
+        "--replicas", type=int, help="also run everything through nginx and this many replicas, after one process"
+    )
+    parser.add_argument(
+        "--replica-threads", type=int, help="PyTorch threads per replica (default: the cores shared out)"
+    )
     parser.add_argument("--skip-floor", action="store_true", help="skip Gradio's own floor (a no-op event)")
     parser.add_argument(
         "--client", choices=["page", "gradio_client"], default="page",
@@ -220,7 +298,10 @@ def main() -> None:
         return
     if not args.skip_curve:
         batch_curve()
-    if not args.skip_server:
+    if args.replicas:
+        one = server_runs(args.client)
+        compare(one, replica_runs(args.client, args.replicas, args.replica_threads), args.replicas)
+    elif not args.skip_server:
         server_runs(args.client)
     if not args.skip_floor:
         gradio_alone()

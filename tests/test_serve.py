@@ -1,0 +1,88 @@
+"""scripts/serve.sh's parts that need no running app: nginx's configuration as filled in (and as
+nginx itself reads it), the refusals with their messages, the server's name for the pages.
+The replicas themselves, behind nginx, with one killed: tests/browser/test_replicas.py."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from explorer.serve import nginx
+from explorer.serve.nginx import Upstream
+from explorer.serve.replicas import SECRET_ENV, ServeError, Supervisor, required_secret
+from explorer.ui import health
+
+ROOT = Path(__file__).resolve().parents[1]
+UPSTREAMS = [Upstream("r1", 40001), Upstream("r2", 40002), Upstream("r3", 40003)]
+
+
+def test_the_configuration_routes_each_cookie_to_its_replica_with_the_others_as_backups(tmp_path):
+    text = nginx.render(UPSTREAMS, "127.0.0.1:8080", tmp_path)
+    assert not re.search(r"\{\{ *\w+ *\}\}", text)
+    assert re.search(r"map \$cookie_de_replica \$replica_pool \{\s*default everyone;\s*r1 replica_r1;\s*r2 replica_r2;"
+                     r"\s*r3 replica_r3;", text)  # fmt: skip
+    pool = re.search(r"upstream replica_r2 \{(.*?)\}", text, re.S).group(1)
+    servers = re.findall(r"server (\S+?)( backup)?;|server (\S+) max_fails", pool)
+    assert [s[0] or s[2] for s in servers] == ["127.0.0.1:40002", "127.0.0.1:40001", "127.0.0.1:40003"]
+    assert [bool(s[1]) for s in servers] == [False, True, True]  # its own first, the others only if it is down
+    everyone = re.search(r"upstream everyone \{(.*?)\}", text, re.S).group(1)
+    assert "least_conn" in everyone and "backup" not in everyone and everyone.count("server ") == 3
+    # The cookie names the replica that answered (the last address nginx tried).
+    assert '"~:40003$" r3;' in text
+    assert 'Set-Cookie "de_replica=$served_by; Path=/; HttpOnly; SameSite=Lax" always' in text
+    assert "listen 127.0.0.1:8080;" in text and f"pid {tmp_path}/nginx.pid;" in text
+
+
+@pytest.mark.skipif(nginx.find_nginx() is None, reason="nginx is not installed (Debian: apt-get install nginx)")
+def test_nginx_itself_accepts_the_configuration(tmp_path):
+    (tmp_path / "nginx.conf").write_text(nginx.render(UPSTREAMS, "127.0.0.1:8080", tmp_path))
+    nginx.check(nginx.find_nginx(), tmp_path)  # nginx -t: raises with nginx's words if not
+    (tmp_path / "nginx.conf").write_text("http { nonsense; }")
+    with pytest.raises(ValueError, match="nginx refused"):
+        nginx.check(nginx.find_nginx(), tmp_path)
+
+
+def test_a_template_with_a_part_left_unfilled_is_refused(tmp_path):
+    template = tmp_path / "t.conf"
+    template.write_text("listen {{ listen }}; {{ nowhere }}")
+    with pytest.raises(ValueError, match="nowhere"):
+        nginx.render(UPSTREAMS, "127.0.0.1:1", tmp_path, template)
+
+
+@pytest.mark.parametrize("value", [None, "", "short"])
+def test_replicas_refuse_to_start_without_a_shared_browser_secret(value, tmp_path):
+    environ = {} if value is None else {SECRET_ENV: value}
+    with pytest.raises(ServeError, match=f"(?s){SECRET_ENV} is not set.*export {SECRET_ENV}="):
+        required_secret(environ)
+
+
+def test_the_command_says_what_to_do_and_starts_nothing(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != SECRET_ENV}
+    done = subprocess.run(
+        [sys.executable, "-m", "explorer.serve", "--replicas", "2", "--run-dir", str(tmp_path / "run")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert done.stderr.startswith("Cannot start the replicas: ")
+    assert SECRET_ENV in done.stderr or "nginx is not installed" in done.stderr
+    assert not (tmp_path / "run").exists()  # nothing started, nothing written
+
+
+@pytest.mark.parametrize("count", [0, 9])
+def test_a_number_of_replicas_out_of_range_is_refused(count, tmp_path, monkeypatch):
+    monkeypatch.setenv(SECRET_ENV, "x" * 32)
+    with pytest.raises(ServeError, match="--replicas must be between 1 and 8"):
+        Supervisor(count, 8080, "127.0.0.1", tmp_path)
+
+
+def test_the_servers_name_is_new_at_every_start_and_takes_only_a_safe_replica_name(monkeypatch):
+    monkeypatch.setenv(health.REPLICA_ENV, "r2")
+    first, second = health.server_name(), health.server_name()
+    assert first.startswith(f"r2-{os.getpid()}-") and first != second
+    monkeypatch.setenv(health.REPLICA_ENV, "<script>")
+    assert health.server_name().startswith("app-")
