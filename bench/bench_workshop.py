@@ -20,10 +20,12 @@ Prints tables; not a test.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -39,7 +41,7 @@ import sqlalchemy as sa  # noqa: E402
 
 from bench.bench_load import cpu_seconds  # noqa: E402
 from explorer.workshop import database  # noqa: E402
-from tests.browser.conftest import ARTIFACTS, running_app  # noqa: E402
+from tests.browser.conftest import ARTIFACTS, running_app, running_replicas  # noqa: E402
 from tests.browser.load import (  # noqa: E402
     DECODER,
     SETTINGS,
@@ -77,7 +79,9 @@ class PolledPage:
     """A page's workshop poll (explorer/ui/static/page.js): GET /workshop/wait; on a change, its Sync event."""
 
     def __init__(self, url: str, client: PageClient, code: str, teacher: bool):
-        self.http, self.client, self.code, self.teacher = httpx.Client(base_url=url, timeout=30), client, code, teacher
+        # The page's own cookies (behind nginx, the one that routes it to its replica).
+        self.http = httpx.Client(base_url=url, timeout=30, cookies=client.http.cookies)
+        self.client, self.code, self.teacher = client, code, teacher
         self.stop, self.syncs = threading.Event(), 0
         self.on_sync = None  # called with each Sync's outputs (the teacher's: the count it shows)
         self.shown_round = None  # the question this page has shown (a student answers only then)
@@ -251,11 +255,31 @@ def plain_class(url: str) -> LoadReport:
     return simulate_users(url, STUDENTS, 15, CLASS)
 
 
+@contextlib.contextmanager
+def serving(replicas: int, log: Path, db_url: str):
+    """(URL, the server processes' pids): one app process, or nginx and ``replicas`` replicas."""
+    env = {"DECODER_EXPLORER_DATABASE_URL": db_url, "DECODER_EXPLORER_PROFILE": "1"}
+    if not replicas:
+        with running_app(log, **env) as (url, server):
+            yield url, [server.pid]
+        return
+    run_dir = ARTIFACTS / "bench-workshop-replicas"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    with running_replicas(run_dir, replicas, **env) as (url, _, _):
+        state = json.loads((run_dir / "replicas.json").read_text())
+        yield url, [r["pid"] for r in state["replicas"]] + [state["nginx_pid"]]
+
+
+def servers_cpu(pids: list[int]) -> float:
+    return sum(cpu_seconds(pid) for pid in pids)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--no-sync", action="store_true", help="students' pages do not poll (what polling costs)")
     parser.add_argument("--poll-only", action="store_true", help="students' pages poll but send no Sync")
+    parser.add_argument("--replicas", type=int, default=0, help="through nginx and this many replicas (explorer.serve)")
     args = parser.parse_args()
     global NO_SYNC, POLL_ONLY
     NO_SYNC, POLL_ONLY = args.no_sync, args.poll_only
@@ -263,13 +287,13 @@ def main() -> None:
     db_url = f"sqlite:///{folder / 'workshops.sqlite3'}"
     log = ARTIFACTS / "bench-workshop-app.log"
     log.unlink(missing_ok=True)
-    with running_app(log, DECODER_EXPLORER_DATABASE_URL=db_url, DECODER_EXPLORER_PROFILE="1") as (url, server):
-        cpu = [(cpu_seconds(server.pid), cpu_seconds(os.getpid()), time.perf_counter())]
+    with serving(args.replicas, log, db_url) as (url, pids):
+        cpu = [(servers_cpu(pids), cpu_seconds(os.getpid()), time.perf_counter())]
         alone = plain_class(url)
-        cpu.append((cpu_seconds(server.pid), cpu_seconds(os.getpid()), time.perf_counter()))
+        cpu.append((servers_cpu(pids), cpu_seconds(os.getpid()), time.perf_counter()))
         print(f"the class alone: p50 {alone.median:.0f} ms, p95 {alone.percentile(0.95):.0f} ms", flush=True)
         with_workshop, rounds = workshop_class(url, db_url, args.rounds)
-        cpu.append((cpu_seconds(server.pid), cpu_seconds(os.getpid()), time.perf_counter()))
+        cpu.append((servers_cpu(pids), cpu_seconds(os.getpid()), time.perf_counter()))
     for name, (s0, u0, t0), (s1, u1, t1) in zip(("alone", "workshop"), cpu, cpu[1:], strict=False):
         print(
             f"{name}: server CPU {100 * (s1 - s0) / (t1 - t0):.0f}%, simulated users {100 * (u1 - u0) / (t1 - t0):.0f}%"

@@ -232,7 +232,7 @@ def start(**kwargs) -> gr.Blocks:
         run_history=False, prevent_thread_lock=True, **kwargs,
     )  # fmt: skip
     workshop_events.add_routes(demo.app)  # the workshop's long poll (GET /workshop/wait)
-    health.add_routes(demo.app)  # GET /health, and the stream a page holds to notice its server went
+    health.add_routes(demo.app)  # GET /health: a replica is alive; a page learns its server changed
     return demo
 
 

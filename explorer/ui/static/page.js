@@ -161,13 +161,13 @@
     })();
   })();
 
-  // The server this page talks to (explorer/ui/health.py): one request held open, GET
-  // health/stream. When it breaks, the process that served the page is gone; asked again, another
-  // process answers (another replica behind nginx, or the app started again) and holds none of the
-  // page's state: the page reloads, and the session this browser kept comes back on the new
-  // process, its tokens replayed. After the reload one line says what happened.
+  // The server this page talks to (explorer/ui/health.py): GET health every 2 s names it. A
+  // process that answers with another name (another replica behind nginx, or the app started
+  // again) holds none of the page's state: the page reloads, and the session this browser kept
+  // comes back on that process, its tokens replayed. After the reload one line says so. A short
+  // request, not one held open: a browser allows six connections to one server for all its tabs.
   (() => {
-    const MOVED = 'decoder-explorer-moved';
+    const MOVED = 'decoder-explorer-moved', EVERY_MS = 2000;
     const pause = ms => new Promise(done => setTimeout(done, ms));
     if (sessionStorage.getItem(MOVED)) {
       sessionStorage.removeItem(MOVED);
@@ -180,31 +180,25 @@
       document.body.prepend(line);
       setTimeout(() => line.remove(), 30000);
     }
-    const connect = async () => {  // {server, reader}: the first line read, the rest still coming
-      const answer = await fetch(new URL('health/stream', location.href), {cache: 'no-store'});
-      if (!answer.ok) throw new Error(`health/stream: ${answer.status}`);
-      const reader = answer.body.getReader(), text = new TextDecoder();
-      let got = '';
-      while (!got.includes('\n')) {
-        const {value, done} = await reader.read();
-        if (done) throw new Error('health/stream closed');
-        got += text.decode(value, {stream: true});
-      }
-      return {server: JSON.parse(got.split('\n')[0]).server, reader};
+    const asked = async () => {  // the server's name, or null when nobody answers
+      try {
+        const answer = await fetch(new URL('health', location.href), {cache: 'no-store'});
+        return answer.ok ? (await answer.json()).server : null;
+      } catch (e) { return null; }
     };
     (async () => {
       let mine = null;
-      for (;;) {
-        let held;
-        try { held = await connect(); } catch (e) { await pause(1000); continue; }  // nobody answers yet
-        if (mine && held.server !== mine) {
+      for (;; await pause(EVERY_MS)) {
+        if (document.hidden) continue;  // a tab in the background asks once it is shown again
+        const server = await asked();
+        if (!server) continue;  // the server is away: asked again soon
+        if (mine && server !== mine) {
           sessionStorage.setItem(MOVED, '1');
           location.reload();
           return;
         }
-        mine = held.server;
+        mine = server;
         document.body.dataset.server = mine;  // (for a test: which process this page is on)
-        try { while (!(await held.reader.read()).done); } catch (e) { /* broken: ask again */ }
       }
     })();
   })();
