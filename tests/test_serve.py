@@ -33,7 +33,7 @@ def test_the_configuration_routes_each_cookie_to_its_replica_with_the_others_as_
     everyone = re.search(r"upstream everyone \{(.*?)\}", text, re.S).group(1)
     assert "least_conn" in everyone and "backup" not in everyone and everyone.count("server ") == 3
     # The cookie names the replica that answered (the last address nginx tried).
-    assert '"~:40003$" r3;' in text
+    assert '"~(^|\\s)127\\.0\\.0\\.1:40003$" r3;' in text
     assert 'Set-Cookie "de_replica=$served_by; Path=/; HttpOnly; SameSite=Lax" always' in text
     assert "listen 127.0.0.1:8080;" in text and f"pid {tmp_path}/nginx.pid;" in text
 

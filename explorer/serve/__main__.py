@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
               f"(configuration and logs in {run_dir}); Ctrl+C stops everything", flush=True)  # fmt: skip
         while not stopping.wait(1.0):
             supervisor.check_once()
-    except ServeError as error:
+    except (ServeError, ValueError) as error:  # (ValueError: nginx refused its configuration)
         print(f"Stopping: {error}", file=sys.stderr, flush=True)
         supervisor.stop()
         sys.exit(1)

@@ -36,7 +36,7 @@ def render(upstreams: list[Upstream], listen: str, run_dir: Path, template: Path
         "listen": listen,
         "max_upload": f"{MAX_FILE_BYTES // (1024 * 1024) + 1}m",
         "pool_by_cookie": lines(f"{u.name} replica_{u.name};" for u in upstreams),
-        "name_by_address": lines(f'"~:{u.port}$" {u.name};' for u in upstreams),
+        "name_by_address": lines(f'"~(^|\\s){re.escape(u.address)}$" {u.name};' for u in upstreams),
         "servers": lines(server_line(u) for u in upstreams),
         "upstreams_by_replica": "\n".join(by_replica(u, upstreams) for u in upstreams),
     }
