@@ -153,13 +153,14 @@ def test_the_server_runs_one_event_per_core_and_refuses_past_256_waiting(monkeyp
 
 def test_the_queue_really_runs_one_event_per_core_and_refuses_past_its_size(monkeypatch):
     """``app.start``'s queue on a real server: told two events at once and room for one waiting,
-    four at once run two at a time (Gradio's own default is one), one waits, and the fourth is
-    refused ("Queue is full"). (The app's demo is replaced by one slow event; the queue is the app's.)"""
+    of four sent one after another, two run at once (Gradio's own default is one), one waits, and
+    the fourth is refused ("Queue is full"). (The app's demo is replaced by one slow event; the queue is the app's.)"""
     import threading
     import time
 
     import gradio as gr
     from gradio_client import Client
+    from gradio_client.utils import Status
 
     from explorer.ui import app
     from tests.browser.conftest import free_port
@@ -190,11 +191,26 @@ def test_the_queue_really_runs_one_event_per_core_and_refuses_past_its_size(monk
     demo = app.start(server_name="127.0.0.1", server_port=free_port())
     try:
         client = Client(demo.local_url, verbose=False)
-        jobs = [client.submit(f"text {i}", api_name="/slow") for i in range(4)]
-        deadline = time.time() + 30
-        while not (any(job.done() for job in jobs) and most[0] == 2):  # one refused, two running
-            assert time.time() < deadline, [job.status().code for job in jobs]
-            time.sleep(0.05)
+        # One after another, each in its place before the next comes: four joins sent in the same
+        # instant would race Gradio's queue loop (the second can find the first not yet started,
+        # and the room for one waiting already taken).
+        jobs = []
+
+        def then_wait(ready) -> None:
+            deadline = time.time() + 30
+            while not ready():
+                assert time.time() < deadline, [job.status().code for job in jobs]
+                time.sleep(0.05)  # polling the server's queue
+
+        jobs.append(client.submit("text 0", api_name="/slow"))
+        then_wait(lambda: running[0] == 1)
+        jobs.append(client.submit("text 1", api_name="/slow"))
+        then_wait(lambda: running[0] == 2)
+        jobs.append(client.submit("text 2", api_name="/slow"))
+        then_wait(lambda: jobs[2].status().code == Status.IN_QUEUE)
+        jobs.append(client.submit("text 3", api_name="/slow"))
+        then_wait(lambda: jobs[3].done())  # refused: the queue is full
+        assert most[0] == 2
         release.set()
         outcomes = []
         for i, job in enumerate(jobs):
