@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -8,8 +9,11 @@ import pytest
 import torch
 
 # The converted SmolLM2 goes to a cache folder of the test run's own unless the caller
-# chose one, so that the first-load conversion is exercised on a clean machine.
-os.environ.setdefault("DECODER_EXPLORER_CACHE", tempfile.mkdtemp(prefix="explorer-cache-"))
+# chose one, so that the first-load conversion is exercised on a clean machine. The run deletes
+# it at its end (~600 MB: runs that left theirs behind filled a machine's disk).
+OWN_CACHE = None if "DECODER_EXPLORER_CACHE" in os.environ else tempfile.mkdtemp(prefix="explorer-cache-")
+if OWN_CACHE:
+    os.environ["DECODER_EXPLORER_CACHE"] = OWN_CACHE
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 torch.set_num_threads(2)
@@ -81,3 +85,9 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.browser)
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or item.get_closest_marker("browser"):
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """After every fixture's teardown (the apps the browser tests started have stopped)."""
+    if OWN_CACHE:
+        shutil.rmtree(OWN_CACHE, ignore_errors=True)
