@@ -192,9 +192,7 @@ def resumed(request: gr.Request, st, kept: dict) -> Updates:
         return resume_teacher(request, st, kept.get("code"), kept.get("secret"))
     seat = store().seat(kept.get("code"), kept.get("token"))
     st = require(st)
-    # A student who was exploring on their own keeps their own session (restored before this);
-    # only a literal False stops following (the kept seat is untrusted input).
-    st.workshop = Following(seat, following=kept.get("following") is not False)
+    st.workshop = Following(seat)
     return {**sync(request, st), **panel(st), **opened()}
 
 
@@ -471,7 +469,6 @@ def student_views(st: ExplorerState) -> Updates:
         "workshop_info": f"You are in workshop **{seat.seat.code}** {who}. {where}",
         "workshop_follow": seat.following,
         "workshop_live": live_value(seat),
-        "workshop_seat": kept_seat(seat),  # whether they follow, kept for a reload
     }
     return {**out, **question_views(shown)}
 
