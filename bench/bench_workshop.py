@@ -2,9 +2,10 @@
 (tests/browser/page_client.py, at a browser's cost) and a teacher, against the app on this machine.
 
 Each student joins, then does what their page does: a long poll, GET /workshop/wait, answered when
-the workshop changed, then the panel's Sync event; meanwhile they step their own text as the
-class in bench_load.py does (thinking 1-3 s between 15 clicks). The teacher asks "what token comes
-next?" several times; the thirty answer at random moments within the same 5 s.
+the workshop changed, then POST /workshop/round for the question (and the follow Sync event when
+the teacher's view moved and they follow); meanwhile they step their own text as the class in
+bench_load.py does (thinking 1-3 s between 15 clicks). The teacher asks "what token comes next?"
+several times; the thirty answer (POST /workshop/answer) at random moments within the same 5 s.
 
 Measured:
 - each round: answers stored (from the database), none lost or doubled;
@@ -76,13 +77,16 @@ class Page(PageClient):
 
 
 class PolledPage:
-    """A page's workshop poll (explorer/ui/static/page.js): GET /workshop/wait; on a change, its Sync event."""
+    """A page's workshop poll (explorer/ui/static/page.js): GET /workshop/wait; on a change, a
+    teacher's page sends its Sync event; a student's asks for its question (POST /workshop/round)
+    and, when the teacher's view moved and it follows, sends its follow Sync event."""
 
-    def __init__(self, url: str, client: PageClient, code: str, teacher: bool):
+    def __init__(self, url: str, client: PageClient, code: str, teacher: bool, live: dict | None = None):
         # The page's own cookies (behind nginx, the one that routes it to its replica).
         self.http = httpx.Client(base_url=url, timeout=30, cookies=client.http.cookies)
         self.client, self.code, self.teacher = client, code, teacher
-        self.stop, self.syncs = threading.Event(), 0
+        self.live = live or {}  # a student's seat as their page reads it: token, following
+        self.stop, self.syncs, self.requests = threading.Event(), 0, 0
         self.on_sync = None  # called with each Sync's outputs (the teacher's: the count it shows)
         self.shown_round = None  # the question this page has shown (a student answers only then)
         self.thread = threading.Thread(target=self.run, daemon=True)
@@ -97,18 +101,45 @@ class PolledPage:
                 return
             if pulse["key"] != seen:
                 seen = pulse["key"]
-                if POLL_ONLY and not self.teacher:
+                moved, version = pulse.get("version") != version, pulse.get("version")
+                if self.teacher:
+                    outputs = self.client.predict(api_name="/on_sync")
+                    self.syncs += 1
+                    if self.on_sync:
+                        self.on_sync(outputs)
+                    continue
+                if POLL_ONLY:
                     self.shown_round = pulse.get("round")
                     continue
-                # As the page: the teacher's view moved (a student follows it, or was following) or the panel alone.
-                moved, version = pulse.get("version") != version, pulse.get("version")
-                if not self.teacher:
-                    time.sleep(random.uniform(0, SPREAD_S))  # as the page: thirty syncs spread, not one burst
-                outputs = self.client.predict(api_name="/on_follow_sync" if moved and not self.teacher else "/on_sync")
-                self.syncs += 1
-                self.shown_round = pulse.get("round")
-                if self.on_sync:
-                    self.on_sync(outputs)
+                time.sleep(random.uniform(0, SPREAD_S))  # as the page: thirty requests spread, not one burst
+                if not self.ask_round():
+                    continue
+                if moved and self.live.get("following"):
+                    self.live = live_seat(self.client.predict(api_name="/on_follow_sync")) or self.live
+                    self.syncs += 1
+
+    def ask_round(self) -> bool:
+        try:
+            view = self.post("/workshop/round", {})
+        except httpx.HTTPError:
+            return False
+        self.shown_round = view.get("round")
+        return True
+
+    def post(self, path: str, body: dict) -> dict:
+        self.requests += 1
+        answer = self.http.post(path, json={"code": self.code, "token": self.live.get("token"), **body})
+        answer.raise_for_status()
+        return answer.json()
+
+
+def live_seat(outputs) -> dict | None:
+    """The seat a page's script reads (the hidden workshop_live box), from an event's outputs."""
+    for value in outputs:
+        text = value.get("value") if isinstance(value, dict) else value
+        if isinstance(text, str) and text.startswith("{") and '"role"' in text:
+            return json.loads(text)
+    return None
 
 
 def shown_count(outputs) -> int | None:
@@ -150,13 +181,13 @@ def workshop_class(url: str, db_url: str, rounds: int) -> tuple[LoadReport, list
     its page polls, and it steps its own text (which takes it off the teacher's view, as a student
     exploring alone) while the teacher asks and reveals."""
     teacher, code = start_teacher(url)
-    students = []
+    students, seats = [], []
     for u in range(STUDENTS):
         client = Page(url)
         client.predict(*user_input(u, CLASS), *SETTINGS, None, api_name="/on_load")
-        client.predict(code, f"student {u}", api_name="/on_join")
+        seats.append(live_seat(client.predict(code, f"student {u}", api_name="/on_join")))
         students.append(client)
-    pages = [PolledPage(url, c, code, teacher=False) for c in students]
+    pages = [PolledPage(url, c, code, teacher=False, live=seat) for c, seat in zip(students, seats, strict=True)]
     teacher_page = PolledPage(url, teacher, code, teacher=True)
     counts: list[tuple[float, int]] = []
     teacher_page.on_sync = lambda outputs: counts.append((time.perf_counter(), shown_count(outputs)))
@@ -224,7 +255,7 @@ def ask_round(teacher: Page, pages: list[PolledPage], counts: list, db_url: str,
             time.sleep(0.02)
         time.sleep(max(0.0, asked + delay - time.perf_counter()))
         try:
-            page.client.predict(choice, "", api_name="/on_send")
+            page.post("/workshop/answer", {"round": round_id, "choice": choice, "typed": ""})
             sent.append(time.perf_counter())
         except Exception as error:  # reported in the table
             errors.append(str(error))
@@ -278,7 +309,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--no-sync", action="store_true", help="students' pages do not poll (what polling costs)")
-    parser.add_argument("--poll-only", action="store_true", help="students' pages poll but send no Sync")
+    parser.add_argument("--poll-only", action="store_true", help="students' pages poll but ask nothing more")
     parser.add_argument("--replicas", type=int, default=0, help="through nginx and this many replicas (explorer.serve)")
     args = parser.parse_args()
     global NO_SYNC, POLL_ONLY

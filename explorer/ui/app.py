@@ -160,8 +160,9 @@ def wire_lessons(page: Page, shown: set) -> None:
 
 
 def wire_workshop(page: Page, shown: set) -> None:
-    """The Workshop panel: start or join, the teacher's questions, a student's answers, and the
-    hidden Sync the page's script presses when the workshop changed (explorer/ui/static/page.js)."""
+    """The Workshop panel: start or join, the teacher's questions, and the hidden Syncs the page's
+    script presses when the workshop changed (explorer/ui/static/page.js). A student's question and
+    answers are not Gradio events (explorer.ui.workshop_round)."""
     p, state = page.pick, page.state
     panel = p(*WORKSHOP_VIEWS)
     page.workshop_start.click(on(page, workshop_events.on_start), [state], [*panel, *p(*LINKS)]).then(
@@ -180,9 +181,6 @@ def wire_workshop(page: Page, shown: set) -> None:
         (page.workshop_reveal, workshop_events.on_reveal), (page.workshop_again, workshop_events.on_again),
     ):  # fmt: skip
         button.click(on(page, callback), [state], panel)
-    page.workshop_send.click(
-        on(page, workshop_events.on_send), [state, page.workshop_choice, page.workshop_typed], panel
-    )
     page.workshop_csv_button.click(on(page, workshop_events.on_csv), [state], [page.workshop_csv])
     for button in (page.workshop_end, page.workshop_leave):
         button.click(on(page, workshop_events.on_leave), [state], panel)

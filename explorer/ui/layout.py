@@ -235,15 +235,14 @@ def student_controls() -> dict:
     with gr.Row():
         made["workshop_follow"] = gr.Checkbox(label="Follow the teacher", value=True, elem_id="workshop-follow")
         made["workshop_back"] = gr.Button("Back to where the teacher is", size="sm", elem_id="workshop-back")
-    made["workshop_question"] = gr.Markdown(elem_id="workshop-question")
-    made["workshop_choice"] = gr.Radio([], label="Your answer", elem_id="workshop-choice")
-    made["workshop_typed"] = gr.Textbox(
-        label="…or type the token you expect", max_length=40, visible=False, elem_id="workshop-typed"
+    # The question, the choices, Send and the result: drawn by the page's script from two small
+    # requests, not Gradio events (explorer.ui.workshop_round; static/page.js, the workshop part).
+    made["workshop_round"] = gr.HTML(
+        '<div class="workshop-round-body"><p>The teacher\'s question appears here.</p></div>',
+        elem_id="workshop-round",
+        apply_default_css=False,
     )
-    with gr.Row():
-        made["workshop_send"] = gr.Button("Send my answer", variant="primary", size="sm", elem_id="workshop-send")
-        made["workshop_leave"] = gr.Button("Leave the workshop", size="sm", elem_id="workshop-leave")
-    made["workshop_result"] = gr.Markdown(elem_id="workshop-result")
+    made["workshop_leave"] = gr.Button("Leave the workshop", size="sm", elem_id="workshop-leave")
     return made
 
 

@@ -4,8 +4,10 @@ were right. Everything shared lives in the database (``explorer.workshop``); thi
 into the page.
 
 How a page learns that something changed: its script asks ``/workshop/wait``, a long poll that
-answers when the workshop changed (``explorer.ui.workshop_watch``), and then clicks the panel's
-hidden Sync button: one Gradio event per change, nothing while nothing changes.
+answers when the workshop changed (``explorer.ui.workshop_watch``). A teacher's page then clicks
+the panel's hidden Sync button (one Gradio event per change, nothing while nothing changes); a
+student's page asks for its question itself and draws it, and sends its answers, without a Gradio
+event (``explorer.ui.workshop_round``); it presses a Sync only to take the teacher's moved view.
 
 The teacher's view is published after every event of the teacher's tab that changed it (``after_event``,
 called by ``explorer.ui.wiring.on`` with the view the browser keeps: model, text, tokens, tab, layer,
@@ -25,7 +27,7 @@ from fastapi.responses import JSONResponse
 from explorer.analysis import snapshot
 from explorer.errors import as_sentence
 from explorer.lessons import LESSONS
-from explorer.ui import lesson_events, lifecycle, model_store, texts
+from explorer.ui import lesson_events, lifecycle, model_store, texts, workshop_round
 from explorer.ui.lesson_events import LessonAt
 from explorer.ui.shown import Updates, kept_value, shown_plot
 from explorer.ui.tab import USER_ERRORS, log, require, tab_event
@@ -33,15 +35,14 @@ from explorer.ui.views import ExplorerState
 from explorer.ui.workshop_seats import Following, Leading, kept_seat
 from explorer.ui.workshop_watch import Watcher
 from explorer.viz.workshop import tally_figure
-from explorer.workshop import Limits, StudentRound, WorkshopError, Workshops, connect, room_code
+from explorer.workshop import Limits, WorkshopError, Workshops, connect, room_code
 from explorer.workshop.database import describe
 from explorer.workshop.questions import lesson_question, next_token_question
 
 # Everything the panel shows; each event returns the part it changed.
 WORKSHOP_VIEWS = (
     "workshop_panel", "workshop_info", "workshop_enter", "workshop_teacher", "workshop_student", "workshop_live",
-    "workshop_seat", "workshop_chart", "workshop_tally", "workshop_question", "workshop_choice", "workshop_typed",
-    "workshop_send", "workshop_result", "workshop_follow", "workshop_code",
+    "workshop_seat", "workshop_chart", "workshop_tally", "workshop_follow", "workshop_code",
 )  # fmt: skip
 LINKS = ("workshop_student_link", "workshop_teacher_link")
 
@@ -81,9 +82,11 @@ async def wait_route(code: str = "", role: str = "student", seen: str = "") -> J
 
 
 def add_routes(app) -> None:
-    """The workshop's long poll, ahead of Gradio's own routes (the app is Gradio's FastAPI app)."""
+    """The workshop's long poll and a student's question and answer (``explorer.ui.workshop_round``),
+    ahead of Gradio's own routes (the app is Gradio's FastAPI app)."""
     app.add_api_route("/workshop/wait", wait_route, methods=["GET"])
     app.router.routes.insert(0, app.router.routes.pop())
+    workshop_round.add_routes(app, store)
 
 
 # ---------------------------------------------------------------- the teacher's view, published
@@ -367,19 +370,6 @@ def on_again(st) -> Updates:
 
 
 @tab_event
-def on_send(st, choice, typed) -> Updates:
-    seat = student(st)
-    shown = store().student_round(seat.seat)
-    if shown is None or shown.revealed:
-        raise WorkshopError("There is no open question: wait for the teacher to ask one.")
-    given = typed.strip() if shown.kind == "next-token" and isinstance(typed, str) and typed.strip() else choice
-    if not given:
-        raise WorkshopError("Choose an answer first (or type one), then send it.")
-    store().answer(seat.seat, shown.id, given)
-    return student_views(st)
-
-
-@tab_event
 def on_csv(request: gr.Request, st) -> Updates:
     seat = teacher(st)
     data = store().answers_csv(seat.code, seat.secret)
@@ -406,11 +396,14 @@ def panel(st: ExplorerState | None) -> Updates:
 
 
 def live_value(seat) -> str:
-    """What the page's poll reads: the code, the part, whether it follows (no secret)."""
+    """What the page's script reads: the code, the part, whether it follows (never the teacher's secret)."""
     if isinstance(seat, Leading):
         return as_json({"code": seat.code, "role": "teacher"})
     if isinstance(seat, Following):
-        return as_json({"code": seat.seat.code, "role": "student", "following": seat.following})
+        # The student's token too: their page's script asks for their question and sends their
+        # answers with it (explorer.ui.workshop_round); it answers as them and reads nothing else.
+        seat_of = {"code": seat.seat.code, "role": "student", "following": seat.following, "token": seat.seat.token}
+        return as_json(seat_of)
     return ""
 
 
@@ -460,7 +453,6 @@ def teacher_views(st: ExplorerState) -> Updates:
 
 def student_views(st: ExplorerState) -> Updates:
     seat = student(st)
-    shown = store().student_round(seat.seat)
     who = f"as **{as_text(seat.seat.name)}**" if seat.seat.name else "anonymously"
     where = "You follow the teacher's view." if seat.following else (
         "You are exploring on your own: **Back to where the teacher is** returns you to the teacher's view."
@@ -470,34 +462,7 @@ def student_views(st: ExplorerState) -> Updates:
         "workshop_follow": seat.following,
         "workshop_live": live_value(seat),
     }
-    return {**out, **question_views(shown)}
-
-
-def question_views(shown: StudentRound | None) -> Updates:
-    if shown is None:
-        return {
-            "workshop_question": "Wait for the teacher's first question.", "workshop_result": "",
-            "workshop_choice": gr.Radio(choices=[], value=None), "workshop_typed": gr.Textbox(visible=False),
-            "workshop_send": gr.Button(interactive=False),
-        }  # fmt: skip
-    question = f"**Question {shown.number}:** {shown.question}"  # the lesson's own words
-    out = {
-        "workshop_question": question,
-        "workshop_choice": gr.Radio(choices=shown.options, value=shown.mine if shown.mine in shown.options else None,
-                                    interactive=not shown.revealed),
-        "workshop_typed": gr.Textbox(visible=shown.kind == "next-token" and not shown.revealed),
-        "workshop_send": gr.Button(interactive=not shown.revealed),
-    }  # fmt: skip
-    if not shown.revealed:
-        said = f"Your answer: **{as_text(shown.mine)}** (you can change it until the reveal)." if shown.mine else ""
-        return {**out, "workshop_result": said}
-    if shown.mine is None:
-        verdict = f"You did not answer. The answer is **{as_text(shown.answer)}**."
-    elif shown.right:
-        verdict = f"✓ **Right:** {as_text(shown.answer)}."
-    else:
-        verdict = f"✗ **Not this time:** you said {as_text(shown.mine)}; the answer is **{as_text(shown.answer)}**."
-    return {**out, "workshop_result": f"{verdict} {shown.why}"}  # why: the lesson's own words
+    return out
 
 
 MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")

@@ -115,12 +115,17 @@
   })();
 
   // A workshop (explorer/ui/workshop_watch.py): a long poll, GET workshop/wait, answers when the
-  // workshop changed as this page's part sees it (nothing secret in it); only then is the panel's
-  // hidden Sync button pressed: one event of the page's queue per change, none while nothing
-  // changes. A tab in the background does not ask; shown again, it catches up at once.
+  // workshop changed as this page's part sees it (nothing secret in it). A teacher's page then
+  // presses the panel's hidden Sync button: one event of the page's queue per change, none while
+  // nothing changes. A student's page asks for its question (POST workshop/round), draws it, and
+  // sends its answers (POST workshop/answer) itself (explorer/ui/workshop_round.py): no Gradio
+  // event for a question, an answer or a reveal. It presses a Sync only to take the teacher's
+  // moved view, or to hear that the workshop ended. A tab in the background does not ask; shown
+  // again, it catches up at once.
   (() => {
     const pause = ms => new Promise(done => setTimeout(done, ms));
     const SPREAD_MS = 600;
+    const UNREACHABLE = 'The server did not answer: try again in a moment.';
     const seat = () => {
       const box = document.querySelector('#workshop-live textarea, #workshop-live input');
       if (!box || !box.value) return null;
@@ -130,12 +135,84 @@
       document.getElementById(id)?.click();
       document.body.dataset.workshopSyncs = Number(document.body.dataset.workshopSyncs || 0) + 1;
     };
+    const post = async (path, body) => {
+      try {
+        const answer = await fetch(new URL(path, location.href), {
+          method: 'POST', cache: 'no-store', headers: {'Content-Type': 'application/json'}, body: JSON.stringify(body),
+        });
+        const data = await answer.json();
+        return answer.ok ? data : {error: data.error || UNREACHABLE};
+      } catch (e) { return {error: UNREACHABLE}; }
+    };
+
+    // A student's question as last read, what they picked but have not sent, and the last refusal.
+    let shown = null, picked = {round: null, choice: null, typed: ''}, problem = '';
+    const el = (tag, props = {}, ...children) => {
+      const made = Object.assign(document.createElement(tag), props);
+      made.append(...children);
+      return made;
+    };
+    const mine = () => (picked.round === shown.round && picked.choice !== null ? picked.choice : shown.mine);
+    // Drawn into the panel's HTML block; drawn again when Gradio puts the block back (shown again).
+    const draw = () => {
+      const body = document.querySelector('#workshop-round .workshop-round-body');
+      const stamp = JSON.stringify([shown, picked, problem]);
+      if (!body || !shown || body.dataset.drawn === stamp) return;
+      const open = shown.round !== null && !shown.revealed;
+      const choices = el('fieldset', {id: 'workshop-choice'}, el('legend', {textContent: 'Your answer'}));
+      for (const option of shown.options) {
+        const input = el('input', {type: 'radio', name: 'workshop-choice', value: option, disabled: !open,
+                                   checked: option === mine()});
+        input.addEventListener('change', () => { picked = {...picked, round: shown.round, choice: option}; });
+        choices.append(el('label', {}, input, document.createTextNode(option)));  // a token: text, never markup
+      }
+      const typed = el('input', {id: 'workshop-typed', type: 'text', maxLength: 40,
+                                 value: picked.round === shown.round ? picked.typed : ''});
+      typed.addEventListener('input', () => { picked = {...picked, round: shown.round, typed: typed.value}; });
+      const send = el('button', {id: 'workshop-send', type: 'button', textContent: 'Send my answer', disabled: !open});
+      send.addEventListener('click', () => answer(send));
+      body.replaceChildren(
+        el('div', {id: 'workshop-question', className: 'prose', innerHTML: shown.question_html}),  // made safe on the server
+        choices,
+        el('label', {id: 'workshop-typed-box', hidden: !shown.typed}, '…or type the token you expect', typed),
+        send,
+        el('p', {id: 'workshop-problem', role: 'alert', textContent: problem}),
+        el('div', {id: 'workshop-result', className: 'prose', innerHTML: shown.result_html}),
+      );
+      body.dataset.drawn = JSON.stringify([shown, picked, problem]);
+    };
+    const show = view => {
+      if (view.error) problem = view.error;
+      else { shown = view; problem = ''; }
+      draw();
+    };
+    const answer = async send => {
+      const w = seat();
+      if (!w || !shown) return;
+      send.disabled = true;
+      const choice = picked.round === shown.round ? picked.choice : null;
+      const typed = picked.round === shown.round ? picked.typed : '';
+      const view = await post('workshop/answer', {code: w.code, token: w.token, round: shown.round, choice, typed});
+      if (!view.error) picked = {round: null, choice: null, typed: ''};
+      show(view);
+      send.disabled = shown.round === null || shown.revealed;
+    };
+    let queued = false;
+    new MutationObserver(() => {
+      if (queued) return;
+      queued = true;
+      requestAnimationFrame(() => { queued = false; draw(); });
+    }).observe(document.body, {childList: true, subtree: true});
+
     (async () => {
-      let seen = '', place = '', last = null;
+      let seen = '', place = '', last = null, token = null;
       for (;;) {
         const w = seat();
         if (!w || !w.code || document.hidden) { await pause(500); continue; }
-        if (JSON.stringify(w) !== place) { place = JSON.stringify(w); seen = ''; last = null; }  // joined, left, follows again
+        if (JSON.stringify(w) !== place) {  // joined, left, follows again
+          if (w.token !== token) { shown = null; token = w.token; }  // another seat: another question
+          place = JSON.stringify(w); seen = ''; last = null;
+        }
         const asked = new URL('workshop/wait', location.href);
         Object.entries({code: w.code, role: w.role, seen}).forEach(([k, v]) => asked.searchParams.set(k, v));
         let pulse;
@@ -145,16 +222,18 @@
         } catch (e) { pulse = null; }
         if (!pulse) { await pause(1000); continue; }  // the server is away (a restart): asked again soon
         if (pulse.key !== seen) {  // (once more after a join or a reload: a change may have come between)
-          // The teacher's view moved: a following student's page takes it (everything redrawn);
-          // anything else (a question, an answer, a join) redraws the panel alone.
           const moved = !last || pulse.version !== last.version;
           seen = pulse.key;
           last = pulse;
-          // Thirty students' pages see a question at the same moment: each waits a random moment
-          // (at most SPREAD_MS) first, so that their thirty events reach the server spread out
-          // instead of as one burst in front of everyone's Steps (bench/bench_workshop.py).
-          if (w.role === 'student') await pause(Math.random() * SPREAD_MS);
-          sync(moved && w.role === 'student' && w.following ? 'workshop-follow-sync' : 'workshop-sync');
+          if (w.role === 'teacher' || pulse.key === 'gone') sync('workshop-sync');
+          else {
+            // Thirty students' pages see a question at the same moment: each waits a random moment
+            // (at most SPREAD_MS) first, so that their requests reach the server spread out
+            // instead of as one burst in front of everyone's Steps (bench/bench_workshop.py).
+            await pause(Math.random() * SPREAD_MS);
+            show(await post('workshop/round', {code: w.code, token: w.token}));
+            if (moved && w.following) sync('workshop-follow-sync');  // the teacher's view moved: taken
+          }
         }
         if (pulse.key === 'gone') await pause(5000);
       }
