@@ -59,6 +59,7 @@ from tests.browser.page_client import PageClient  # noqa: E402
 CLASS = ClassPlan(translator_every=10**6, think_s=(1.0, 3.0))
 STUDENTS, WINDOW_S = 30, 5.0
 SPREAD_S = 0.6  # explorer/ui/static/page.js: SPREAD_MS
+TEACHER_EVERY_S = 0.4  # explorer/ui/static/page.js: TEACHER_EVERY_MS
 NO_SYNC = POLL_ONLY = False
 ANSWERED = re.compile(r"(\d+) of (\d+) students answered")
 
@@ -93,6 +94,7 @@ class PolledPage:
 
     def run(self) -> None:
         seen, version, role = "", None, "teacher" if self.teacher else "student"
+        last_sync = 0.0
         while not self.stop.is_set():
             params = {"code": self.code, "role": role, "seen": seen}
             try:
@@ -102,7 +104,9 @@ class PolledPage:
             if pulse["key"] != seen:
                 seen = pulse["key"]
                 moved, version = pulse.get("version") != version, pulse.get("version")
-                if self.teacher:
+                if self.teacher:  # as the page: at most one Sync every TEACHER_EVERY_S
+                    time.sleep(max(0.0, last_sync + TEACHER_EVERY_S - time.perf_counter()))
+                    last_sync = time.perf_counter()
                     outputs = self.client.predict(api_name="/on_sync")
                     self.syncs += 1
                     if self.on_sync:

@@ -151,6 +151,18 @@ def test_the_server_runs_one_event_per_core_and_refuses_past_256_waiting(monkeyp
     assert kwargs["run_history"] is False
 
 
+@pytest.mark.parametrize(("told", "kept"), [("0.02", 0.02), ("5", 0.1), ("0", 0.0005), ("soon", 0.005)])
+def test_how_often_the_idle_queue_looks_for_work_is_a_bounded_setting(monkeypatch, told, kept):
+    from types import SimpleNamespace
+
+    from explorer.ui import app
+
+    monkeypatch.setenv(app.QUEUE_IDLE_ENV, told)
+    demo = SimpleNamespace(_queue=SimpleNamespace(sleep_when_free=0.001))
+    app.calmer_queue(demo)
+    assert demo._queue.sleep_when_free == kept
+
+
 def test_the_queue_really_runs_one_event_per_core_and_refuses_past_its_size(monkeypatch):
     """``app.start``'s queue on a real server: told two events at once and room for one waiting,
     of four sent one after another, two run at once (Gradio's own default is one), one waits, and
@@ -190,6 +202,9 @@ def test_the_queue_really_runs_one_event_per_core_and_refuses_past_its_size(monk
     monkeypatch.setattr(app.native_memory, "serve_memory_back", lambda: None)
     demo = app.start(server_name="127.0.0.1", server_port=free_port())
     try:
+        # Gradio's queue loop looks for work every 5 ms, not every 1 ms (app.calmer_queue): the
+        # attribute set is Gradio's own, and a release that renames it fails here.
+        assert demo._queue.sleep_when_free == app.QUEUE_IDLE_S
         client = Client(demo.local_url, verbose=False)
         # One after another, each in its place before the next comes: four joins sent in the same
         # instant would race Gradio's queue loop (the second can find the first not yet started,

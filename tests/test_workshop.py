@@ -409,3 +409,22 @@ def test_names_and_guesses_are_shown_as_text():
 
     shown = as_text("<img src=x onerror=alert(1)>*Bo*_[x](y)")
     assert "<" not in shown and "&lt;img" in shown and "\\*Bo\\*" in shown and "\\[x\\]\\(y\\)" in shown
+
+
+@pytest.mark.parametrize(("kept_following", "follows"), [(False, False), (True, True), ("no", True), (None, True)])
+def test_a_reload_keeps_a_student_exploring_on_their_own(page_store, checkpoints, kept_following, follows):
+    """The kept seat says whether the student followed; only a literal False (it is untrusted
+    input) leaves them on their own, with the session their browser restored."""
+    from explorer.ui import workshop_events
+    from explorer.ui.workshop_seats import Following, kept_seat
+
+    started = page_store.start(1)
+    seat = page_store.join(started.code, "", "a")
+    exploring = Following(seat, following=False)
+    assert kept_seat(exploring)["following"] is False  # written with every student panel
+    kept = {**kept_seat(exploring), "following": kept_following}
+    st = tab_with_session(checkpoints)
+    own = list(st.session.token_ids)
+    out = workshop_events.resumed(None, st, kept)
+    assert st.workshop.following is follows and out["workshop_follow"] is follows
+    assert st.session.token_ids == own and out["workshop_seat"]["following"] is follows

@@ -46,6 +46,8 @@ WHOLE_LINKS = "(a, b) => [a, b].map(q => q && q.startsWith('?') ? location.origi
 __all__ = ["DECODER_EXAMPLES", "TRANSLATOR_EXAMPLES", "build_demo", "launch", "start"]
 CONCURRENCY_ENV = "DECODER_EXPLORER_CONCURRENCY"
 STEP_CONCURRENCY_ENV = "DECODER_EXPLORER_STEP_CONCURRENCY"
+QUEUE_IDLE_ENV = "DECODER_EXPLORER_QUEUE_IDLE_S"
+QUEUE_IDLE_S = 0.005
 QUEUE_SIZE = 256  # waiting events beyond this are refused with "queue full" rather than piling up
 
 
@@ -213,6 +215,24 @@ def concurrency() -> int:
     return max(1, int(os.environ.get(CONCURRENCY_ENV) or os.cpu_count() or 1))
 
 
+def calmer_queue(demo: gr.Blocks) -> None:
+    """Gradio's queue loop looks again every 1 ms (on Linux) whenever it has nothing it can start:
+    when it is empty, and when every waiting event waits for its turn (a class's Steps waiting for
+    the batcher). A thousand wake-ups a second each take the GIL from the thread that runs the
+    model (~8% of a core with no visitor at all). Every 5 ms instead (``$DECODER_EXPLORER_QUEUE_IDLE_S``):
+    an event starts at most 4 ms later. Gradio has no setting for it: its queue's attribute is set
+    (tests/test_errors.py fails if a Gradio release renames it)."""
+    try:
+        idle_s = float(os.environ.get(QUEUE_IDLE_ENV) or QUEUE_IDLE_S)
+    except ValueError:
+        idle_s = QUEUE_IDLE_S
+    queue = demo._queue
+    if not hasattr(queue, "sleep_when_free"):
+        logging.getLogger("decoder_explorer").warning("Gradio's queue has no sleep_when_free: its own idle loop stays")
+        return
+    queue.sleep_when_free = max(0.0005, min(idle_s, 0.1))  # within 0.5-100 ms
+
+
 def start(**kwargs) -> gr.Blocks:
     """Build the app and start serving it in the background; ``kwargs`` go to Gradio's launch."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
@@ -221,6 +241,7 @@ def start(**kwargs) -> gr.Blocks:
     import_tokenizer_classes()  # before the first visitors load models at once (checkpoints.TOKENIZER_LOCK)
     native_memory.serve_memory_back()
     demo.queue(default_concurrency_limit=concurrency(), max_size=QUEUE_SIZE)
+    calmer_queue(demo)
     # An upload larger than a saved session can be is refused by Gradio before it is read.
     # No run history: Gradio would keep every event's outputs (each step's figures) in the
     # browser's localStorage, reading and rewriting the whole list on every Step (~100 ms a step

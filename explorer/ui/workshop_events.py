@@ -195,7 +195,9 @@ def resumed(request: gr.Request, st, kept: dict) -> Updates:
         return resume_teacher(request, st, kept.get("code"), kept.get("secret"))
     seat = store().seat(kept.get("code"), kept.get("token"))
     st = require(st)
-    st.workshop = Following(seat)
+    # A student who was exploring on their own keeps their own session (restored before this);
+    # only a literal False stops following (the kept seat is untrusted input).
+    st.workshop = Following(seat, following=kept.get("following") is not False)
     return {**sync(request, st), **panel(st), **opened()}
 
 
@@ -461,6 +463,7 @@ def student_views(st: ExplorerState) -> Updates:
         "workshop_info": f"You are in workshop **{seat.seat.code}** {who}. {where}",
         "workshop_follow": seat.following,
         "workshop_live": live_value(seat),
+        "workshop_seat": kept_seat(seat),  # whether they follow, kept for a reload
     }
     return out
 

@@ -39,8 +39,8 @@ def kept_seat(seat: Leading | Following | None) -> dict | None:
     """What the browser keeps of the tab's seat, for a reload or a server restart."""
     if isinstance(seat, Leading):
         return {"code": seat.code, "role": "teacher", "secret": seat.secret}
-    if isinstance(seat, Following):
-        return {"code": seat.seat.code, "role": "student", "token": seat.seat.token}
+    if isinstance(seat, Following):  # (following: a reload leaves a student exploring on their own)
+        return {"code": seat.seat.code, "role": "student", "token": seat.seat.token, "following": seat.following}
     return None
 
 

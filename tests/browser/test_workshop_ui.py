@@ -1,8 +1,8 @@
 """A workshop end to end (issue 30), a teacher and three students in one Chromium, each in its own
 browser context: start, join (one name with markup), follow the teacher, answer a lesson question,
-the teacher's live count and chart, reveal, each student's result, a student exploring alone and
-coming back, a forged teacher link, a teacher reload and a server restart that keep everything,
-and the CSV holding exactly the answers given.
+the teacher's live count and chart, reveal, each student's result, a student exploring alone (a
+reload keeps them so) and coming back, a forged teacher link, a teacher reload and a server
+restart that keep everything, and the CSV holding exactly the answers given.
 
 The app is this test's own (it restarts it), on a database file in a temporary folder; the right
 answer is read from that database (the test knows it without asking the page)."""
@@ -19,6 +19,7 @@ import pytest
 import sqlalchemy as sa
 
 from explorer import lessons
+from explorer.ui.layout import BROWSER_KEY
 from explorer.workshop import database
 from tests.browser.conftest import free_port, running_app
 from tests.browser.helpers import ARTIFACTS, idle, shot, tokens
@@ -175,6 +176,20 @@ def test_a_teacher_and_three_students_run_a_lesson_question(browser, tmp_path):
         teacher_tokens = tokens(teacher)
         wait_same_tokens(students[0], teacher_tokens)  # a follower moved...
         assert tokens(alone) == kept  # ...the explorer did not
+        # A step of their own, then a reload: still on their own, with their own tokens.
+        before = alone.evaluate("k => localStorage.getItem(k)", BROWSER_KEY)
+        alone.click("#step")
+        alone.wait_for_function("n => document.querySelectorAll('#token-strip .token').length === n",
+                                arg=len(kept) + 1)  # fmt: skip
+        own = tokens(alone)
+        # (the browser has kept the step's session: a reload before that would restore the one before)
+        alone.wait_for_function("([k, v]) => localStorage.getItem(k) !== v", arg=[BROWSER_KEY, before])
+        idle(alone)
+        alone.reload()
+        wait_page(alone)
+        wait_text(alone, "#workshop-info", "exploring on your own")
+        alone.wait_for_function("n => document.querySelectorAll('#token-strip .token').length === n", arg=len(own))
+        assert tokens(alone) == own and not alone.locator("#workshop-follow input").is_checked()
         alone.click("#workshop-back")
         wait_same_tokens(alone, teacher_tokens)
         assert alone.locator("#workshop-follow input").is_checked()
