@@ -153,10 +153,12 @@
       return made;
     };
     const mine = () => (picked.round === shown.round && picked.choice !== null ? picked.choice : shown.mine);
-    // Drawn into the panel's HTML block; drawn again when Gradio puts the block back (shown again).
+    // Drawn into the panel's HTML block when the question or the refusal changed, or when Gradio
+    // put the block back (shown again); not at every change of the page, which would take the
+    // typing cursor away (what the student picked or typed is kept across a redraw).
     const draw = () => {
       const body = document.querySelector('#workshop-round .workshop-round-body');
-      const stamp = JSON.stringify([shown, picked, problem]);
+      const stamp = JSON.stringify([shown, problem]);
       if (!body || !shown || body.dataset.drawn === stamp) return;
       const open = shown.round !== null && !shown.revealed;
       const choices = el('fieldset', {id: 'workshop-choice'}, el('legend', {textContent: 'Your answer'}));
@@ -179,7 +181,7 @@
         el('p', {id: 'workshop-problem', role: 'alert', textContent: problem}),
         el('div', {id: 'workshop-result', className: 'prose', innerHTML: shown.result_html}),
       );
-      body.dataset.drawn = JSON.stringify([shown, picked, problem]);
+      body.dataset.drawn = stamp;
     };
     const show = view => {
       if (view.error) problem = view.error;
