@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import html
 import json
-import re
 import threading
 
 import gradio as gr
@@ -459,19 +458,15 @@ def student_views(st: ExplorerState) -> Updates:
     where = "You follow the teacher's view." if seat.following else (
         "You are exploring on your own: **Back to where the teacher is** returns you to the teacher's view."
     )  # fmt: skip
-    out: Updates = {
+    return {
         "workshop_info": f"You are in workshop **{seat.seat.code}** {who}. {where}",
         "workshop_follow": seat.following,
         "workshop_live": live_value(seat),
         "workshop_seat": kept_seat(seat),  # whether they follow, kept for a reload
     }
-    return out
-
-
-MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
 
 
 def as_text(text: str) -> str:
-    """Text a browser sent (a name, a typed guess) or a token, shown as text in Markdown: markup
-    escaped for HTML, then Markdown's own marks escaped."""
-    return MARKDOWN_SPECIALS.sub(r"\\\1", html.escape(text, quote=False))
+    """Text a browser sent (a name, a typed guess) or a token, shown as text in Gradio's Markdown:
+    markup escaped for HTML, then Markdown's own marks escaped."""
+    return workshop_round.as_text(html.escape(text, quote=False))

@@ -83,7 +83,8 @@ def html_of(markdown: str) -> str:
 
 
 def as_text(text: str | None) -> str:
-    """A token or what a browser sent, as literal text in Markdown (its HTML is escaped by the renderer)."""
+    """A token or what a browser sent, as literal text in Markdown: its marks escaped (its HTML is
+    escaped by the renderer here; ``workshop_events.as_text`` escapes it for Gradio's)."""
     return MARKDOWN_SPECIALS.sub(r"\\\1", text or "")
 
 

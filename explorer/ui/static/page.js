@@ -5,6 +5,16 @@
   // none is picked): read by the first two parts below.
   const tokens = () => Array.from(document.querySelectorAll('#token-strip .token'));
   const queryIndex = all => all.findIndex(t => t.style.backgroundColor.includes('__QUERY_RGB__'));
+  // ``fn`` once per animation frame after anything in the page changed (Gradio redrew a part):
+  // read by the charts' labels and the workshop's question below.
+  const whenPageChanges = fn => {
+    let queued = false;
+    new MutationObserver(() => {
+      if (queued) return;
+      queued = true;
+      requestAnimationFrame(() => { queued = false; fn(); });
+    }).observe(document.body, {childList: true, subtree: true});
+  };
 
   // The token strip scrolls inside its box (page.css): to the newest token when one is added, and
   // to the query when another is picked (from a heatmap, it may be out of the box's view).
@@ -105,12 +115,7 @@
         g._labelled = g.data;
       }
     };
-    let queued = false;
-    new MutationObserver(() => {
-      if (queued) return;
-      queued = true;
-      requestAnimationFrame(() => { queued = false; label(); });
-    }).observe(document.body, {childList: true, subtree: true});
+    whenPageChanges(label);
     label();
   })();
 
@@ -199,12 +204,7 @@
       show(view);
       send.disabled = shown.round === null || shown.revealed;
     };
-    let queued = false;
-    new MutationObserver(() => {
-      if (queued) return;
-      queued = true;
-      requestAnimationFrame(() => { queued = false; draw(); });
-    }).observe(document.body, {childList: true, subtree: true});
+    whenPageChanges(draw);
 
     (async () => {
       let seen = '', place = '', last = null, token = null, lastSync = 0;
