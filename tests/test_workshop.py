@@ -428,3 +428,17 @@ def test_a_reload_keeps_a_student_exploring_on_their_own(page_store, checkpoints
     out = workshop_events.resumed(None, st, kept)
     assert st.workshop.following is follows and out["workshop_follow"] is follows
     assert st.session.token_ids == own and out["workshop_seat"]["following"] is follows
+
+
+def test_the_teachers_chart_shows_a_typed_guess_as_text(ws):
+    """Plotly reads labels as a little HTML: a student's "<b>Paris" must not make a bold label."""
+    from explorer.viz.workshop import tally_figure
+
+    started = ws.start(3)
+    round_id = ws.pose(started.code, started.secret, NEXT_Q)
+    ws.answer(ws.join(started.code, "", "a"), round_id, "<b>Paris")
+    ws.answer(ws.join(started.code, "", "b"), round_id, "·Paris")
+    figure = tally_figure(ws.tally(started.code, started.secret))
+    labels = figure["data"][0]["y"]
+    assert "&lt;b&gt;Paris" in labels and not any("<" in label for label in labels)
+    assert figure["data"][1]["y"] == labels and sum(map(int, figure["data"][0]["text"])) == 2

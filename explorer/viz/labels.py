@@ -12,9 +12,13 @@ TOKEN_COLORS = {"prompt": "#dbe9f6", "start": "#eeeeee", "generated": "#c7e9c0",
 
 def short(text: str) -> str:
     shown = visible(text)
-    shown = shown if len(shown) <= MAX_TICK_CHARS else shown[: MAX_TICK_CHARS - 1] + "…"
-    # Plotly reads labels as a little HTML: "</s>" would vanish as a closing tag.
-    return shown.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return as_plotly_text(shown if len(shown) <= MAX_TICK_CHARS else shown[: MAX_TICK_CHARS - 1] + "…")
+
+
+def as_plotly_text(text: str) -> str:
+    """``text`` shown as it is in a Plotly label, which reads labels as a little HTML: "</s>"
+    would vanish as a closing tag, and "<b>" typed by a student would make the label bold."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def position_labels(tokens: list[str], offset: int = 0) -> list[str]:

@@ -8,28 +8,30 @@ from explorer.workshop import Tally
 from explorer.workshop.rules import same_token
 
 from .figure_json import Figure
+from .labels import as_plotly_text
 
 CLASS_COLOR, RIGHT_COLOR, MODEL_COLOR = "#6baed6", "#238b45", "#bdbdbd"
 
 
 def tally_figure(tally: Tally) -> Figure:
     """Horizontal bars, the options top to bottom in the order students saw them."""
-    labels = list(tally.counts)
+    answers = list(tally.counts)  # the options, then any typed guesses: text a browser sent
+    labels = [as_plotly_text(o) for o in answers]
     total = max(1, tally.answered)
-    shares = [tally.counts[o] / total for o in labels]
+    shares = [tally.counts[o] / total for o in answers]
     colours = [
-        RIGHT_COLOR if tally.revealed and same_token(o, tally.answer) else CLASS_COLOR for o in labels
+        RIGHT_COLOR if tally.revealed and same_token(o, tally.answer) else CLASS_COLOR for o in answers
     ]  # fmt: skip
-    words = [f"{tally.counts[o]} of {tally.answered} students" for o in labels]
+    words = [f"{tally.counts[o]} of {tally.answered} students" for o in answers]
     traces = [
         {"type": "bar", "orientation": "h", "name": "the class", "y": labels, "x": shares,
-         "marker": {"color": colours}, "customdata": words, "text": [f"{tally.counts[o]}" for o in labels],
+         "marker": {"color": colours}, "customdata": words, "text": [f"{tally.counts[o]}" for o in answers],
          "textposition": "auto", "hovertemplate": "%{y}: %{customdata} (%{x:.0%})<extra></extra>"},
     ]  # fmt: skip
     if tally.probabilities:
         traces.append(
             {"type": "bar", "orientation": "h", "name": "the model's probability", "y": labels,
-             "x": [tally.probabilities.get(o, 0.0) for o in labels], "marker": {"color": MODEL_COLOR},
+             "x": [tally.probabilities.get(o, 0.0) for o in answers], "marker": {"color": MODEL_COLOR},
              "hovertemplate": "%{y}: the model gives %{x:.1%}<extra></extra>"}
         )  # fmt: skip
     state = "revealed: green is right" if tally.revealed else "not revealed yet"
