@@ -191,6 +191,8 @@ def test_a_teacher_and_three_students_run_a_lesson_question(browser, tmp_path):
         alone.wait_for_function("n => document.querySelectorAll('#token-strip .token').length === n", arg=len(own))
         assert tokens(alone) == own and not alone.locator("#workshop-follow input").is_checked()
         alone.click("#workshop-back")
+        # (their own step may have chosen the teacher's token: the same tokens do not say Back ran)
+        wait_text(alone, "#workshop-info", "You follow the teacher")
         wait_same_tokens(alone, teacher_tokens)
         assert alone.locator("#workshop-follow input").is_checked()
 
