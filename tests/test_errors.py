@@ -158,19 +158,40 @@ def test_how_often_the_idle_queue_looks_for_work_is_a_bounded_setting(monkeypatc
     from explorer.ui import app
 
     monkeypatch.setenv(app.QUEUE_IDLE_ENV, told)
-    demo = SimpleNamespace(_queue=SimpleNamespace(sleep_when_free=0.001))
+    demo = SimpleNamespace(_queue=SimpleNamespace(sleep_when_free=0.001, ANAYLTICS_CACHE_FREQUENCY=1))
     app.calmer_queue(demo)
     assert demo._queue.sleep_when_free == kept
+
+
+def test_the_queue_no_longer_sums_up_its_events_for_a_monitoring_page_that_is_off():
+    """Gradio's queue built a pandas table of its last 10,000 events after every event (for its
+    monitoring page): after calmer_queue, a queue with events recorded keeps its empty summary."""
+    import gradio as gr
+
+    from explorer.ui import app
+
+    with gr.Blocks() as demo:
+        gr.Textbox()
+    demo.queue()
+    queue = demo._queue
+    records = [{"function": "on_step", "status": "success", "process_time": 0.1 * i} for i in range(50)]
+    queue.events_recorded = len(records)
+    app.calmer_queue(demo)
+    assert queue.compute_analytics_summary(records) == {"functions": {}}
+    queue.ANAYLTICS_CACHE_FREQUENCY = 1  # Gradio's own: the summary is built (the test can fail)
+    assert queue.compute_analytics_summary(records)["functions"]["on_step"]["total_requests"] == 50
 
 
 def test_the_queue_really_runs_one_event_per_core_and_refuses_past_its_size(monkeypatch):
     """``app.start``'s queue on a real server: told two events at once and room for one waiting,
     of four sent one after another, two run at once (Gradio's own default is one), one waits, and
     the fourth is refused ("Queue is full"). (The app's demo is replaced by one slow event; the queue is the app's.)"""
+    import sys
     import threading
     import time
 
     import gradio as gr
+    import httpx
     from gradio_client import Client
     from gradio_client.utils import Status
 
@@ -205,6 +226,10 @@ def test_the_queue_really_runs_one_event_per_core_and_refuses_past_its_size(monk
         # Gradio's queue loop looks for work every 5 ms, not every 1 ms (app.calmer_queue): the
         # attribute set is Gradio's own, and a release that renames it fails here.
         assert demo._queue.sleep_when_free == app.QUEUE_IDLE_S
+        summed_every = demo._queue.ANAYLTICS_CACHE_FREQUENCY  # (Gradio's spelling)
+        assert summed_every == sys.maxsize  # events: its monitoring summary is never built
+        # Gradio's monitoring page is off: no visitor reads every event's timings and counts.
+        assert httpx.get(demo.local_url + "monitoring/summary").status_code == 403
         client = Client(demo.local_url, verbose=False)
         # One after another, each in its place before the next comes: four joins sent in the same
         # instant would race Gradio's queue loop (the second can find the first not yet started,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
 import gradio as gr
 
@@ -216,21 +217,33 @@ def concurrency() -> int:
 
 
 def calmer_queue(demo: gr.Blocks) -> None:
-    """Gradio's queue loop looks again every 1 ms (on Linux) whenever it has nothing it can start:
-    when it is empty, and when every waiting event waits for its turn (a class's Steps waiting for
-    the batcher). A thousand wake-ups a second each take the GIL from the thread that runs the
-    model (~8% of a core with no visitor at all). Every 5 ms instead (``$DECODER_EXPLORER_QUEUE_IDLE_S``):
-    an event starts at most 4 ms later. Gradio has no setting for it: its queue's attribute is set
-    (tests/test_errors.py fails if a Gradio release renames it)."""
+    """Take from Gradio's queue two chores that hold the GIL, which the thread that runs the model
+    needs back between every two of its ~1,300 PyTorch calls a pass (a busy Python thread beside it
+    makes a pass many times slower). Gradio has no setting for either: its queue's attributes are
+    set, and tests/test_errors.py fails if a Gradio release renames them."""
+    set_on_queue(demo._queue, "sleep_when_free", queue_idle_s())
+    # After every event Gradio summed up its last 10,000 events with pandas (2-14 ms, more as it
+    # recorded more: bench/bench_gil.py) for its monitoring page only, which the app turns off (start).
+    set_on_queue(demo._queue, "ANAYLTICS_CACHE_FREQUENCY", sys.maxsize)  # (Gradio's spelling)
+
+
+def set_on_queue(queue, name: str, value) -> None:
+    if not hasattr(queue, name):
+        logging.getLogger("decoder_explorer").warning("Gradio's queue has no %s: its own stays", name)
+        return
+    setattr(queue, name, value)
+
+
+def queue_idle_s() -> float:
+    """How long Gradio's queue loop sleeps when it has nothing it can start: it looks again every
+    1 ms (on Linux) when it is empty, and when every waiting event waits for its turn (a class's
+    Steps waiting for the batcher): ~8% of a core with no visitor at all. Every 5 ms instead
+    (``$DECODER_EXPLORER_QUEUE_IDLE_S``, within 0.5-100 ms): an event starts at most 4 ms later."""
     try:
         idle_s = float(os.environ.get(QUEUE_IDLE_ENV) or QUEUE_IDLE_S)
     except ValueError:
         idle_s = QUEUE_IDLE_S
-    queue = demo._queue
-    if not hasattr(queue, "sleep_when_free"):
-        logging.getLogger("decoder_explorer").warning("Gradio's queue has no sleep_when_free: its own idle loop stays")
-        return
-    queue.sleep_when_free = max(0.0005, min(idle_s, 0.1))  # within 0.5-100 ms
+    return max(0.0005, min(idle_s, 0.1))
 
 
 def start(**kwargs) -> gr.Blocks:
@@ -246,9 +259,11 @@ def start(**kwargs) -> gr.Blocks:
     # No run history: Gradio would keep every event's outputs (each step's figures) in the
     # browser's localStorage, reading and rewriting the whole list on every Step (~100 ms a step
     # at 650 tokens, bench_ui); the session the browser keeps for a reload is gr.BrowserState's.
+    # No monitoring page: by default Gradio shows any visitor each event's timings and counts
+    # (GET /monitoring/summary), and summing them up cost every event (calmer_queue).
     demo.launch(
         css=CSS, js=PAGE_SCRIPT, theme=theme(), max_file_size=snapshot.MAX_FILE_BYTES,
-        run_history=False, prevent_thread_lock=True, **kwargs,
+        run_history=False, prevent_thread_lock=True, enable_monitoring=False, **kwargs,
     )  # fmt: skip
     workshop_events.add_routes(demo.app)  # the workshop's long poll (GET /workshop/wait)
     health.add_routes(demo.app)  # GET /health: a replica is alive; a page learns its server changed
