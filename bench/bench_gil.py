@@ -1,12 +1,15 @@
 """What Python work beside the model costs a batched step, on a server whose threads share one GIL.
 
-The thread that runs the model gives the GIL up inside every PyTorch call and must take it back
-after each (~1,300 a pass of SmolLM2). A thread running Python meanwhile keeps it up to the
-switch interval (5 ms by default), so the pass waits. Two tables:
+The thread that runs the model gives the GIL up inside most of its PyTorch calls and must take it
+back after each. A thread running Python meanwhile keeps it up to the switch interval (5 ms by
+default), so the pass waits. Four tables:
 
+0. a batched step by its size, quiet: its PyTorch calls (counted with a TorchFunctionMode), its time;
 1. a batched step of two SmolLM2 sessions, quiet and beside one thread that runs Python without
    pause, at three switch intervals (the worst case: a server's threads run in bursts);
-2. what Gradio's queue spent after every event summing up its recorded events for its monitoring
+2. a prefill (a Reset) and a batched step at once, in two threads, against one after the other:
+   whether running Resets through the step batcher, never beside a pass, would save time;
+3. what Gradio's queue spent after every event summing up its recorded events for its monitoring
    page (pandas), by how many events it had recorded: the app turns it off (app.calmer_queue).
 
     python bench/bench_gil.py [--steps 8]
@@ -29,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from explorer.batching import step_together
 from explorer.session import GenerationSession
@@ -52,12 +56,34 @@ def busy_python(stop: threading.Event) -> None:
         sum(i * i for i in range(2000))
 
 
-def step_beside_python(steps: int) -> None:
-    torch.set_num_threads(2)
-    loaded = model_store.get_model(DECODER)
+class CountCalls(TorchFunctionMode):
+    """Counts the PyTorch functions and methods called from Python while it is on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.calls += 1
+        return func(*args, **(kwargs or {}))
+
+
+def calls_by_batch_size(loaded, steps: int) -> None:
+    print("A batched step, quiet: PyTorch calls made from Python, and median ms")
+    print(f"{'sessions':>8} {'calls':>8} {'ms':>8} {'ms/session':>11}")
+    for size in (1, 2, 4):
+        sessions = [GenerationSession(loaded, f"{TEXT} {i}", use_cache=True) for i in range(size)]
+        step_together(sessions)
+        with CountCalls() as counted:
+            step_together(sessions)
+        ms = median_ms(lambda sessions=sessions: step_together(sessions), steps)
+        print(f"{size:>8} {counted.calls:>8,} {ms:8.0f} {ms / size:11.0f}")
+
+
+def step_beside_python(loaded, steps: int) -> None:
     sessions = [GenerationSession(loaded, f"{TEXT} {i}", use_cache=True) for i in range(2)]
     step_together(sessions)  # warm up
-    print("A batched step of 2 SmolLM2 sessions (median ms)")
+    print("\nA batched step of 2 SmolLM2 sessions (median ms)")
     print(f"{'beside':44} {'ms':>8}")
     print(f"{'nothing':44} {median_ms(lambda: step_together(sessions), steps):8.0f}")
     default = sys.getswitchinterval()
@@ -73,6 +99,27 @@ def step_beside_python(steps: int) -> None:
             thread.join()
         print(f"{f'a Python thread, switch interval {interval * 1000:g} ms':44} {ms:8.0f}")
     sys.setswitchinterval(default)
+
+
+def prefill_beside_step(loaded, steps: int) -> None:
+    sessions = [GenerationSession(loaded, f"{TEXT} {i}", use_cache=True) for i in range(4)]
+
+    def prefill() -> None:
+        GenerationSession(loaded, TEXT, use_cache=True)
+
+    def both_at_once() -> None:
+        thread = threading.Thread(target=prefill)
+        thread.start()
+        step_together(sessions)
+        thread.join()
+
+    alone = {"a prefill (~20 tokens)": prefill, "a batched step of 4 sessions": lambda: step_together(sessions)}
+    spent = {name: median_ms(run, steps) for name, run in alone.items()}
+    print("\nA Reset's prefill and a batched step (median ms)")
+    for name, ms in spent.items():
+        print(f"{name:44} {ms:8.0f}")
+    print(f"{'one after the other (the sum)':44} {sum(spent.values()):8.0f}")
+    print(f"{'both at once, in two threads':44} {median_ms(both_at_once, steps):8.0f}")
 
 
 def gradio_summary_cost() -> None:
@@ -104,7 +151,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8)
     args = parser.parse_args()
-    step_beside_python(args.steps)
+    torch.set_num_threads(2)
+    loaded = model_store.get_model(DECODER)
+    calls_by_batch_size(loaded, args.steps)
+    step_beside_python(loaded, args.steps)
+    prefill_beside_step(loaded, args.steps)
     gradio_summary_cost()
 
 
