@@ -218,9 +218,9 @@ def concurrency() -> int:
 
 def calmer_queue(demo: gr.Blocks) -> None:
     """Take from Gradio's queue two chores that hold the GIL, which the thread that runs the model
-    needs back between every two of its ~1,300 PyTorch calls a pass (a busy Python thread beside it
-    makes a pass many times slower). Gradio has no setting for either: its queue's attributes are
-    set, and tests/test_errors.py fails if a Gradio release renames them."""
+    takes back after most of its ~2,400 PyTorch calls a pass (a busy Python thread beside it makes
+    a pass many times slower: bench/bench_gil.py). Gradio has no setting for either: its queue's
+    attributes are set, and tests/test_errors.py fails if a Gradio release renames them."""
     set_on_queue(demo._queue, "sleep_when_free", queue_idle_s())
     # After every event Gradio summed up its last 10,000 events with pandas (2-14 ms, more as it
     # recorded more: bench/bench_gil.py) for its monitoring page only, which the app turns off (start).
