@@ -442,3 +442,20 @@ def test_the_teachers_chart_shows_a_typed_guess_as_text(ws):
     labels = figure["data"][0]["y"]
     assert "&lt;b&gt;Paris" in labels and not any("<" in label for label in labels)
     assert figure["data"][1]["y"] == labels and sum(map(int, figure["data"][0]["text"])) == 2
+
+
+def test_a_following_student_reads_the_lesson_step_the_teacher_is_on():
+    """The Lessons panel of a student who follows: the teacher's step (its question comes in the
+    Workshop panel); the lessons' introduction when the view names no step, or one that does not
+    exist (the stored view is read as untrusted)."""
+    from explorer import lessons
+    from explorer.ui import texts
+    from explorer.ui.workshop_events import led_lesson_text
+
+    shown = led_lesson_text([3, 1])
+    step = lessons.step_of(3, 1)
+    assert shown.startswith(f"**Lesson 3, step 2 of {len(lessons.lesson(3).steps)}: {step.title}**")
+    assert step.text in shown and "Workshop panel" in shown
+    assert step.question not in shown  # asked by the teacher, not before
+    for at in (None, [3], [3, 99], [99, 0], ["3", "1"], [True, 0], {"lesson": 3}):
+        assert led_lesson_text(at) == texts.LESSONS

@@ -23,8 +23,9 @@ import threading
 import gradio as gr
 from fastapi.responses import JSONResponse
 
+from explorer import lessons
 from explorer.analysis import snapshot
-from explorer.errors import as_sentence
+from explorer.errors import InputError, as_sentence
 from explorer.lessons import LESSONS
 from explorer.ui import lesson_events, lifecycle, model_store, texts, workshop_round
 from explorer.ui.lesson_events import LessonAt
@@ -292,7 +293,23 @@ def follow(request: gr.Request, st: ExplorerState, view: dict, keep_lesson: bool
     else:
         out = lifecycle.show_session(request, st, st.model_name, session, snap)
     st.lesson = lesson if keep_lesson else None  # a student answers in the workshop, not with Check
-    return out
+    return out if keep_lesson else out | {"lesson_text": led_lesson_text(view.get("lesson"))}
+
+
+def led_lesson_text(at: object) -> str:
+    """What a following student reads in the Lessons panel: the lesson step the teacher is on (its
+    question comes in the Workshop panel when the teacher asks it), or the lessons' introduction.
+    ``at`` is [lesson, step index] from the teacher's view as stored (checked all the same)."""
+    if not (isinstance(at, list) and len(at) == 2 and all(type(n) is int for n in at)):
+        return texts.LESSONS
+    try:
+        step, count = lessons.step_of(*at), len(lessons.lesson(at[0]).steps)
+    except InputError:
+        return texts.LESSONS
+    return (
+        f"**Lesson {at[0]}, step {at[1] + 1} of {count}: {step.title}** (your teacher leads)\n\n{step.text}\n\n"
+        "Your teacher asks this step's question in the Workshop panel below: answer it there."
+    )
 
 
 def caught_up(st: ExplorerState, snap: snapshot.Snapshot):

@@ -125,10 +125,12 @@ def test_a_teacher_and_three_students_run_a_lesson_question(browser, tmp_path):
         assert MARKUP_NAME in info and "1 anonymous" in info  # the markup shown as text...
         assert teacher.locator("#workshop-info img").count() == 0  # ...and never made an element
 
-        # Follow: the students see the teacher's lesson session, and its next step.
+        # Follow: the students see the teacher's lesson session and read its step, and its next token.
         teacher_tokens = tokens(teacher)
         for page in students:
             wait_same_tokens(page, teacher_tokens)
+            wait_text(page, "#lesson-text", f"Lesson {LESSON}, step 1 of")
+            assert lessons.step_of(LESSON, 0).title in page.inner_text("#lesson-text")
         teacher.click("#step")
         teacher.wait_for_function("n => document.querySelectorAll('#token-strip .token').length === n",
                                   arg=len(teacher_tokens) + 1)  # fmt: skip
