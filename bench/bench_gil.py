@@ -42,6 +42,11 @@ from tests.browser.load import DECODER
 TEXT = "The history of the printing press begins in the fifteenth century when Johannes Gutenberg"
 
 
+def sessions_of(loaded, count: int) -> list[GenerationSession]:
+    """``count`` cached sessions on texts that differ in their last word."""
+    return [GenerationSession(loaded, f"{TEXT} {i}", use_cache=True) for i in range(count)]
+
+
 def median_ms(run, times: int) -> float:
     spent = []
     for _ in range(times):
@@ -72,7 +77,7 @@ def calls_by_batch_size(loaded, steps: int) -> None:
     print("A batched step, quiet: PyTorch calls made from Python, and median ms")
     print(f"{'sessions':>8} {'calls':>8} {'ms':>8} {'ms/session':>11}")
     for size in (1, 2, 4):
-        sessions = [GenerationSession(loaded, f"{TEXT} {i}", use_cache=True) for i in range(size)]
+        sessions = sessions_of(loaded, size)
         step_together(sessions)
         with CountCalls() as counted:
             step_together(sessions)
@@ -81,7 +86,7 @@ def calls_by_batch_size(loaded, steps: int) -> None:
 
 
 def step_beside_python(loaded, steps: int) -> None:
-    sessions = [GenerationSession(loaded, f"{TEXT} {i}", use_cache=True) for i in range(2)]
+    sessions = sessions_of(loaded, 2)
     step_together(sessions)  # warm up
     print("\nA batched step of 2 SmolLM2 sessions (median ms)")
     print(f"{'beside':44} {'ms':>8}")
@@ -102,7 +107,7 @@ def step_beside_python(loaded, steps: int) -> None:
 
 
 def prefill_beside_step(loaded, steps: int) -> None:
-    sessions = [GenerationSession(loaded, f"{TEXT} {i}", use_cache=True) for i in range(4)]
+    sessions = sessions_of(loaded, 4)
 
     def prefill() -> None:
         GenerationSession(loaded, TEXT, use_cache=True)

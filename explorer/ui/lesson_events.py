@@ -55,11 +55,16 @@ def lesson_choices(done: Mapping | None) -> list[tuple[str, int]]:
     return choices
 
 
+def step_heading(number: int, index: int) -> str:
+    """ "**Lesson 3, step 2 of 3: its title**" (raises InputError for a step that does not exist)."""
+    step, count = lessons.step_of(number, index), len(lessons.lesson(number).steps)
+    return f"**Lesson {number}, step {index + 1} of {count}: {step.title}**"
+
+
 def step_text(number: int, index: int) -> str:
-    lesson = lessons.lesson(number)
-    step = lesson.steps[index]
+    step = lessons.step_of(number, index)
     return (
-        f"**Lesson {number}, step {index + 1} of {len(lesson.steps)}: {step.title}**\n\n{step.text}\n\n"
+        f"{step_heading(number, index)}\n\n{step.text}\n\n"
         f"**{step.question}**\n\n[A link to this step](?lesson={number}&step={index + 1})"
     )
 

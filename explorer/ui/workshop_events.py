@@ -303,11 +303,11 @@ def led_lesson_text(at: object) -> str:
     if not (isinstance(at, list) and len(at) == 2 and all(type(n) is int for n in at)):
         return texts.LESSONS
     try:
-        step, count = lessons.step_of(*at), len(lessons.lesson(at[0]).steps)
+        heading, step = lesson_events.step_heading(*at), lessons.step_of(*at)
     except InputError:
         return texts.LESSONS
     return (
-        f"**Lesson {at[0]}, step {at[1] + 1} of {count}: {step.title}** (your teacher leads)\n\n{step.text}\n\n"
+        f"{heading} (your teacher leads)\n\n{step.text}\n\n"
         "Your teacher asks this step's question in the Workshop panel below: answer it there."
     )
 
