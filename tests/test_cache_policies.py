@@ -317,6 +317,20 @@ def test_quantized_under_a_window_holds_integers_per_token_and_the_recent_in_ful
     assert cache.nbytes == ints + scales + ring
 
 
+def assert_quantization_changed_little(quantized: torch.Tensor, exact: torch.Tensor) -> None:
+    """Quantized keys and values must move the next-token logits (vocab,), but only a little.
+
+    "Moved" is measured on the logits, by far more than float32 rounding (~1e-7 at this scale);
+    the KL divergence of two such close distributions is ~1e-8, below what float32 resolves (it
+    came out -4.7e-08 on one CPU), so it is computed in float64 and only bounded above.
+    """
+    assert (quantized - exact).abs().max() > 1e-5
+    kl = torch.nn.functional.kl_div(
+        quantized.double().log_softmax(-1), exact.double().log_softmax(-1), log_target=True, reduction="sum"
+    )
+    assert float(kl) < 1e-2
+
+
 def test_quantized_under_sinks_runs_a_session_and_is_refused_where_it_cannot_be(checkpoints):
     loaded = explorer.load_model(str(checkpoints["llama"]), progress=False)
     policy = cp.quantized(8, group=8, recent=4, under=cp.sinks(2, 14))
@@ -327,10 +341,7 @@ def test_quantized_under_sinks_runs_a_session_and_is_refused_where_it_cannot_be(
         both.force(token)
     assert both.cache.held_positions(1).tolist() == evicting.cache.held_positions(1).tolist()
     assert both.cache_bytes < evicting.cache_bytes  # (the formula: the test above)
-    kl = torch.nn.functional.kl_div(
-        both.next_logits().log_softmax(-1), evicting.next_logits().log_softmax(-1), log_target=True, reduction="sum"
-    )
-    assert 0 < float(kl) < 1e-2
+    assert_quantization_changed_little(both.next_logits(), evicting.next_logits())
     assert cp.parse_policy(cp.policy_spec(policy)) == policy and "+sinks:2:14" in cp.policy_spec(policy)
     for under, message in [(cp.snapkv(16, 4), "not under SnapKV"), (cp.sinks(2, 2), "fewer than the budget"),
                            (cp.sinks(2, 14, cache_positions=True), "not under sinks")]:  # fmt: skip
@@ -345,10 +356,7 @@ def test_a_quantized_session_steps_and_saves_memory(checkpoints):
     for _ in range(10):
         full.step(), int8.step()
     assert int8.cache_bytes < 0.6 * full.cache_bytes
-    kl = torch.nn.functional.kl_div(
-        int8.next_logits().log_softmax(-1), full.next_logits().log_softmax(-1), log_target=True, reduction="sum"
-    )
-    assert 0 < float(kl) < 1e-2
+    assert_quantization_changed_little(int8.next_logits(), full.next_logits())
 
 
 # ---------------------------------------------------------------- bad input, every family
