@@ -1,7 +1,7 @@
 """A workshop under a class's load (issue 30): thirty students speaking the page's protocol
 (tests/browser/page_client.py, at a browser's cost) and a teacher, against the app on this machine.
 
-Each student joins, then does what their page does: a long poll, GET /workshop/wait, answered when
+Each student joins, then does what their page does: a long poll, POST /workshop/wait, answered when
 the workshop changed, then POST /workshop/round for the question (and the follow Sync event when
 the teacher's view moved and they follow); meanwhile they step their own text as the class in
 bench_load.py does (thinking 1-3 s between 15 clicks). The teacher asks "what token comes next?"
@@ -78,7 +78,8 @@ class Page(PageClient):
 
 
 class PolledPage:
-    """A page's workshop poll (explorer/ui/static/page.js): GET /workshop/wait; on a change, a
+    """A page's workshop poll (explorer/ui/static/page.js): POST /workshop/wait with its seat (a
+    student's token, the teacher's secret) in the body; on a change, a
     teacher's page sends its Sync event; a student's asks for its question (POST /workshop/round)
     and, when the teacher's view moved and it follows, sends its follow Sync event."""
 
@@ -93,12 +94,13 @@ class PolledPage:
         self.thread = threading.Thread(target=self.run, daemon=True)
 
     def run(self) -> None:
-        seen, version, role = "", None, "teacher" if self.teacher else "student"
+        seen, version = "", None
+        seat = {"secret": self.live.get("secret")} if self.teacher else {"token": self.live.get("token")}
         last_sync = 0.0
         while not self.stop.is_set():
-            params = {"code": self.code, "role": role, "seen": seen}
+            body = {"code": self.code, "seen": seen, **seat}
             try:
-                pulse = self.http.get("/workshop/wait", params=params, timeout=60).json()
+                pulse = self.http.post("/workshop/wait", json=body, timeout=60).json()
             except httpx.HTTPError:  # the app stopped under a waiting request (the end of the run)
                 return
             if pulse["key"] != seen:
@@ -154,13 +156,14 @@ def shown_count(outputs) -> int | None:
     return None
 
 
-def start_teacher(url: str) -> tuple[PageClient, str]:
+def start_teacher(url: str) -> tuple[PageClient, str, dict]:
+    """The teacher's page, the room code, and its seat as the page's script reads it (with the secret)."""
     teacher = Page(url)
     teacher.predict(DECODER, "The capital of France is", *SETTINGS, None, api_name="/on_load")
     teacher.predict(3, {}, api_name="/on_lesson")
     outputs = teacher.predict(api_name="/on_start")
     link = next(v for v in outputs if isinstance(v, str) and v.startswith("?workshop="))
-    return teacher, link.split("=", 1)[1]
+    return teacher, link.split("=", 1)[1], live_seat(outputs)
 
 
 def open_round_options(db_url: str) -> tuple[int, list[str]]:
@@ -184,7 +187,7 @@ def workshop_class(url: str, db_url: str, rounds: int) -> tuple[LoadReport, list
     """The class of bench_load.py (the same users, texts and thinking) in a workshop: each joins,
     its page polls, and it steps its own text (which takes it off the teacher's view, as a student
     exploring alone) while the teacher asks and reveals."""
-    teacher, code = start_teacher(url)
+    teacher, code, teacher_seat = start_teacher(url)
     students, seats = [], []
     for u in range(STUDENTS):
         client = Page(url)
@@ -192,7 +195,7 @@ def workshop_class(url: str, db_url: str, rounds: int) -> tuple[LoadReport, list
         seats.append(live_seat(client.predict(code, f"student {u}", api_name="/on_join")))
         students.append(client)
     pages = [PolledPage(url, c, code, teacher=False, live=seat) for c, seat in zip(students, seats, strict=True)]
-    teacher_page = PolledPage(url, teacher, code, teacher=True)
+    teacher_page = PolledPage(url, teacher, code, teacher=True, live=teacher_seat)
     counts: list[tuple[float, int]] = []
     teacher_page.on_sync = lambda outputs: counts.append((time.perf_counter(), shown_count(outputs)))
     for page in (*pages, teacher_page):

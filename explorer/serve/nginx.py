@@ -14,6 +14,9 @@ from explorer.analysis.snapshot import MAX_FILE_BYTES
 TEMPLATE = Path(__file__).resolve().parents[2] / "deploy" / "nginx.conf.template"
 FAIL_TIMEOUT_S = 5  # a replica that refused a connection is left out this long, then tried again
 SEARCHED = ("/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx")
+# The address nginx connects to the replicas from (a loopback address of its own: on Linux every
+# 127.x.y.z is this machine's); the replicas believe X-Forwarded-For from it only.
+BALANCER_ADDRESS = "127.0.0.2"
 
 
 @dataclass(frozen=True)
@@ -29,9 +32,13 @@ class Upstream:
         return f"{self.host}:{self.port}"
 
 
-def render(upstreams: list[Upstream], listen: str, run_dir: Path, template: Path = TEMPLATE) -> str:
-    """The configuration for nginx listening on ``listen`` ("127.0.0.1:8080") in front of ``upstreams``."""
+def render(
+    upstreams: list[Upstream], listen: str, run_dir: Path, template: Path = TEMPLATE, balancer: str = BALANCER_ADDRESS
+) -> str:
+    """The configuration for nginx listening on ``listen`` ("127.0.0.1:8080") in front of
+    ``upstreams``, connecting to them from ``balancer``."""
     parts = {
+        "balancer": balancer,
         "run_dir": str(run_dir),
         "listen": listen,
         "max_upload": f"{MAX_FILE_BYTES // (1024 * 1024) + 1}m",

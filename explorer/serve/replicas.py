@@ -40,6 +40,7 @@ from explorer.serve.nginx import Upstream
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_ENV = "DECODER_EXPLORER_BROWSER_SECRET"
 REPLICA_ENV = "DECODER_EXPLORER_REPLICA"  # explorer/ui/health.py reads it
+TRUSTED_PROXY_ENV = "DECODER_EXPLORER_TRUSTED_PROXY"  # explorer/ui/app.py reads it
 MAX_REPLICAS = 8  # each replica holds its own models (~1.7 GB with the embedded ones)
 START_TIMEOUT_S = 300  # a replica loads its models before it answers
 UNRESPONSIVE_S = 30
@@ -129,7 +130,10 @@ class Supervisor:
     # ------------------------------------------------------------------ start
     def start(self) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.run_dir.chmod(0o755)  # nginx's workers run as nobody when it is started as root
+        # Private: nginx's logs, its configuration and the replicas' logs are the operator's alone.
+        # (Run the supervisor as an ordinary user: started as root, nginx's workers would run as
+        # nobody and could not reach their temporary folders in here.)
+        self.run_dir.chmod(0o700)
         for replica in self.replicas:
             self.start_replica(replica)
         for replica in self.replicas:
@@ -147,6 +151,7 @@ class Supervisor:
             "GRADIO_SERVER_NAME": replica.upstream.host,
             "GRADIO_SERVER_PORT": str(replica.upstream.port),
             REPLICA_ENV: replica.name,
+            TRUSTED_PROXY_ENV: nginx.BALANCER_ADDRESS,  # X-Forwarded-For believed from nginx only
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(self.threads)),
             "PYTHONUNBUFFERED": "1",
         }

@@ -19,7 +19,7 @@ from explorer import native_memory
 from explorer.analysis import snapshot
 from explorer.batching import MAX_BATCH
 from explorer.loading.checkpoints import import_tokenizer_classes
-from explorer.serve.replicas import SECRET_ENV
+from explorer.serve.replicas import SECRET_ENV, TRUSTED_PROXY_ENV
 from explorer.ui import absent_packages, api, events, health, lesson_events, lifecycle, workshop_events
 from explorer.ui.blocks import ExplorerBlocks
 from explorer.ui.layout import (
@@ -30,6 +30,7 @@ from explorer.ui.layout import (
     PRESENTER_SCRIPT,
     SETTINGS,
     SHOW_FEEDBACK,
+    TEACHER_LINK_SCRIPT,
     TRANSLATOR_EXAMPLES,
     build_page,
     theme,
@@ -87,9 +88,11 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     lesson_shown = {*restored, *p(*LESSON_VIEWS)}
     workshop_shown = {*lesson_shown, *p(*WORKSHOP_VIEWS)}
     loaded = demo.load(on(page, lesson_events.on_load), [page.model, *settings, page.kept], lesson_shown)
-    # Then a workshop link or the seat this browser kept (it needs the page's session first).
-    loaded.then(
-        on(page, workshop_events.on_load), [page.state, page.workshop_seat], {*workshop_shown, *p(*LINKS)}
+    # Then a workshop link or the seat this browser kept (it needs the page's session first); a
+    # teacher link's secret goes from the address into the event's body, never into a URL.
+    link = page.workshop_link
+    loaded.then(None, None, [link], js=TEACHER_LINK_SCRIPT).then(
+        on(page, workshop_events.on_load), [page.state, page.workshop_seat, link], {*workshop_shown, *p(*LINKS), link}
     ).then(None, p(*LINKS), p(*LINKS), js=WHOLE_LINKS)
     demo.load(on(page, lesson_events.on_progress), [page.lessons_done], [page.lesson], queue=False)
     wire_lessons(page, lesson_shown)
@@ -246,8 +249,20 @@ def queue_idle_s() -> float:
     return max(0.0005, min(idle_s, 0.1))
 
 
+def believe_forwarded_for(environ=os.environ) -> str:
+    """Whom the server believes a client's X-Forwarded-For from (uvicorn's FORWARDED_ALLOW_IPS, set
+    here before it starts): the balancer's addresses in ``$DECODER_EXPLORER_TRUSTED_PROXY`` (comma
+    separated; the replica supervisor sets its nginx's), else an operator's own FORWARDED_ALLOW_IPS,
+    else nobody. Never any loopback client by default (uvicorn's own default): a request sent
+    straight to the app would choose the address the workshop's limits count."""
+    trusted = environ.get(TRUSTED_PROXY_ENV, "").strip() or environ.get("FORWARDED_ALLOW_IPS", "").strip()
+    environ["FORWARDED_ALLOW_IPS"] = trusted
+    return trusted
+
+
 def start(**kwargs) -> gr.Blocks:
     """Build the app and start serving it in the background; ``kwargs`` go to Gradio's launch."""
+    believe_forwarded_for()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not every request Gradio makes to itself
     demo = build_demo()

@@ -6,8 +6,9 @@ The page's script (static/page.js) asks it every 2 s: when another process answe
 behind nginx, its own one lost; or the app started again), the page reloads, and the session the
 browser kept (``gr.BrowserState``) is replayed on the process now serving it.
 
-The name is new at every start (the replica's name, the process id and a random part): a process
-started again on the same port is another server, which holds none of the page's state.
+The name is new at every start (the replica's name and a random part; not the process id, which
+is nobody's business outside the machine): a process started again on the same port is another
+server, which holds none of the page's state.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from explorer.serve.replicas import REPLICA_ENV  # set by explorer.serve for eac
 
 
 def server_name() -> str:
-    """This process's name for the pages: its replica name (if a safe one), pid, and a random part."""
+    """This process's name for the pages: its replica name (if a safe one) and a random part."""
     replica = os.environ.get(REPLICA_ENV, "")
     replica = replica if re.fullmatch(r"[a-z0-9-]{1,32}", replica) else "app"
-    return f"{replica}-{os.getpid()}-{secrets.token_hex(4)}"
+    return f"{replica}-{secrets.token_hex(6)}"
 
 
 SERVER = server_name()

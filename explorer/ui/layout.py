@@ -67,10 +67,16 @@ BUTTON_NAMES = {
 CSS = static("page.css")
 # What the page runs once it has loaded (gr.Blocks.launch's js): the strip following the newest
 # token, the keyboard shortcuts, names for a screen reader.
+TEACHER_LINK = static("teacher_link.js")  # a teacher link's secret taken out of the address (returned)
 PAGE_SCRIPT = (
     static("page.js")
     .replace("__QUERY_RGB__", _rgb(views.STRIP_COLORS["query"]))
     .replace("__BUTTON_NAMES__", json.dumps(BUTTON_NAMES))
+    .replace("__TEACHER_LINK__", TEACHER_LINK)
+)
+# The load event's first step: the secret for its body (kept nowhere else after it).
+TEACHER_LINK_SCRIPT = (
+    f"() => {{ const secret = ({TEACHER_LINK})(); window.__decoderTeacherSecret = ''; return secret; }}"
 )
 PRESENTER_SCRIPT = static("presenter.js")  # presenter mode on or off (a class on the body)
 SHOW_FEEDBACK = static("show_feedback.js")  # after Check: the lesson's feedback scrolled into sight
@@ -252,6 +258,11 @@ def workshop_machinery() -> dict:
     return {
         "workshop_live": gr.Textbox(
             label="Workshop (read by the page's script)", elem_id="workshop-live", elem_classes="machine-only"
+        ),
+        # A teacher link's secret, taken out of the address by TEACHER_LINK_SCRIPT for the load event
+        # (a request's body, never its URL), emptied by it.
+        "workshop_link": gr.Textbox(
+            label="Teacher link (read by the page's script)", elem_id="workshop-link", elem_classes="machine-only"
         ),
         "workshop_sync": gr.Button("Sync the workshop", elem_id="workshop-sync", elem_classes="machine-only"),
         "workshop_follow_sync": gr.Button(

@@ -21,19 +21,18 @@ import json
 import threading
 
 import gradio as gr
-from fastapi.responses import JSONResponse
 
 from explorer import lessons
 from explorer.analysis import snapshot
 from explorer.errors import InputError, as_sentence
 from explorer.lessons import LESSONS
-from explorer.ui import lesson_events, lifecycle, model_store, texts, workshop_round
+from explorer.ui import lesson_events, lifecycle, model_store, texts, workshop_gate, workshop_round, workshop_watch
 from explorer.ui.lesson_events import LessonAt
 from explorer.ui.shown import Updates, kept_value, shown_plot
 from explorer.ui.tab import USER_ERRORS, log, require, tab_event
 from explorer.ui.views import ExplorerState
+from explorer.ui.workshop_gate import NO_SEAT, TooManyMisses, address_of
 from explorer.ui.workshop_seats import Following, Leading, kept_seat
-from explorer.ui.workshop_watch import Watcher
 from explorer.viz.workshop import tally_figure
 from explorer.workshop import Limits, WorkshopError, Workshops, connect, room_code
 from explorer.workshop.database import describe
@@ -67,25 +66,11 @@ def store() -> Workshops:
         return _store
 
 
-# ---------------------------------------------------------------- what the page polls
-_watcher: Watcher | None = None
-
-
-async def wait_route(code: str = "", role: str = "student", seen: str = "") -> JSONResponse:
-    """``GET /workshop/wait?code=K7PQ2M&role=student&seen=<key>``: the workshop's pulse once it
-    differs from ``seen`` (at once, or within 25 s); 404 when there is no such live workshop
-    (``explorer.ui.workshop_watch``). Answered on the event loop: no worker thread waits."""
-    global _watcher
-    if _watcher is None:
-        _watcher = Watcher(store())
-    return await _watcher.wait(code[:40], "teacher" if role == "teacher" else "student", seen[:200])
-
-
 def add_routes(app) -> None:
-    """The workshop's long poll and a student's question and answer (``explorer.ui.workshop_round``),
-    ahead of Gradio's own routes (the app is Gradio's FastAPI app)."""
-    app.add_api_route("/workshop/wait", wait_route, methods=["GET"])
-    app.router.routes.insert(0, app.router.routes.pop())
+    """The workshop's long poll (``explorer.ui.workshop_watch``) and a student's question and
+    answer (``explorer.ui.workshop_round``), ahead of Gradio's own routes (the app is Gradio's
+    FastAPI app)."""
+    workshop_watch.add_routes(app, store)
     workshop_round.add_routes(app, store)
 
 
@@ -141,9 +126,24 @@ def on_start(request: gr.Request, st) -> Updates:
 @tab_event
 def on_join(request: gr.Request, st, code, name) -> Updates:
     st = require(st)
-    seat = store().join(code, name, client_address(request))
+    address = client_address(request)
+    gate(address)
+    try:
+        seat = store().join(code, name, address)
+    except WorkshopError:
+        if store().pulse(code) is None:  # no such live workshop: a miss (a full one is not)
+            workshop_gate.MISSES.miss(address)
+        raise
     st.workshop = Following(seat)
     return {**sync(request, st), **panel(st)}
+
+
+def gate(address: str) -> None:
+    """Refused for a minute once ``address`` missed too often (``explorer.ui.workshop_gate``)."""
+    try:
+        workshop_gate.MISSES.check(address)
+    except TooManyMisses as error:
+        raise WorkshopError(str(error)) from error
 
 
 @tab_event
@@ -163,31 +163,54 @@ def on_leave(st) -> Updates:
 
 
 def client_address(request: gr.Request) -> str:
-    client = getattr(request, "client", None)
-    return getattr(client, "host", None) or "unknown"
+    return address_of(request)
 
 
 # ---------------------------------------------------------------- the page's load
 @tab_event
-def on_load(request: gr.Request, st, kept) -> Updates:
-    """After the page's session is back: a workshop link (``?workshop=CODE``, a teacher's with
-    ``&teacher=SECRET``) or the seat this browser kept (a reload, a server restart)."""
-    params = request.query_params
-    linked = params.get("workshop")
+def on_load(request: gr.Request, st, kept, teacher_secret="") -> Updates:
+    """After the page's session is back: a workshop link (``?workshop=CODE``; a teacher's adds
+    ``#teacher=SECRET``, which the page's script takes out of the address and sends here as
+    ``teacher_secret``: never in a URL) or the seat this browser kept (a reload, a server restart).
+    A link or kept seat that names no seat is refused with the one sentence every such request
+    gets (``workshop_gate.NO_SEAT``), and counts as a miss of the address."""
+    linked = request.query_params.get("workshop")
+    secret = teacher_secret if isinstance(teacher_secret, str) and 0 < len(teacher_secret) <= 200 else ""
+    kept = kept if isinstance(kept, dict) and (not linked or same_code(linked, kept.get("code"))) else None
+    if not (linked and secret) and kept is None:
+        return student_link(linked) if linked else {"workshop_link": ""}
+    address = client_address(request)
     try:
-        if linked and params.get("teacher"):
-            return resume_teacher(request, st, linked, params["teacher"])
-        if isinstance(kept, dict) and (not linked or room_code(linked) == kept.get("code")):
-            return resumed(request, st, kept)
+        gate(address)
+        out = resume_teacher(request, st, linked, secret) if linked and secret else resumed(request, st, kept)
+    except WorkshopError as error:
+        if not isinstance(error.__cause__, TooManyMisses):
+            workshop_gate.MISSES.miss(address)
+            error = WorkshopError(NO_SEAT)
+        return cannot_open(error)
     except USER_ERRORS as error:
-        gr.Warning(f"The workshop cannot be opened: {as_sentence(error)}")
-        return {**panel(None), **opened()}
-    if linked:  # a student's link: the code is filled in, the name is theirs to type
-        return {
-            **opened(), "workshop_code": linked[:40],
-            "workshop_info": "Type your name if you want to (you can stay anonymous) and press **Join**.",
-        }  # fmt: skip
-    return gr.skip()
+        return cannot_open(error)
+    return {**out, "workshop_link": ""}
+
+
+def same_code(linked: str, kept_code: object) -> bool:
+    try:
+        return room_code(linked) == kept_code
+    except WorkshopError:
+        return False
+
+
+def student_link(linked: str) -> Updates:
+    """A student's link: the code is filled in, the name is theirs to type."""
+    return {
+        **opened(), "workshop_code": linked[:40], "workshop_link": "",
+        "workshop_info": "Type your name if you want to (you can stay anonymous) and press **Join**.",
+    }  # fmt: skip
+
+
+def cannot_open(error: Exception) -> Updates:
+    gr.Warning(f"The workshop cannot be opened: {as_sentence(error)}")
+    return {**panel(None), **opened(), "workshop_link": ""}
 
 
 def resumed(request: gr.Request, st, kept: dict) -> Updates:
@@ -229,9 +252,10 @@ def on_sync(st) -> Updates:
         if isinstance(seat, Leading):
             return teacher_views(st) | {"workshop_info": teacher_info(st)}
         if isinstance(seat, Following):
+            store().seat(seat.seat.code, seat.seat.token)  # the page's poll may have said it is gone
             return student_views(st)
-    except WorkshopError as error:  # ended or expired
-        return ended(st, error)
+    except WorkshopError:  # ended, expired, or (a student's) seat removed
+        return ended(st)
     return gr.skip()
 
 
@@ -242,13 +266,26 @@ def on_follow_sync(request: gr.Request, st) -> Updates:
         return gr.skip()
     try:
         return sync(request, st) | student_views(st)
-    except WorkshopError as error:
-        return ended(st, error)
+    except WorkshopError:
+        return ended(st)
 
 
-def ended(st: ExplorerState, error: WorkshopError) -> Updates:
-    st.workshop = None
-    return {**panel(st), "workshop_info": f"{as_sentence(error)}\n\n{texts.WORKSHOP}"}
+TEACHER_AFTER = "Start a new one from a lesson when you want to."
+STUDENT_AFTER = (
+    "Everything on your page stays yours: keep exploring on your own, or join another workshop with its room code."
+)
+
+
+def ended(st: ExplorerState) -> Updates:
+    """The tab's workshop is over for it: the panel says so and what they can do; the tab stops
+    following (its own session, everything on the page, stays as it is)."""
+    seat, st.workshop = st.workshop, None
+    if isinstance(seat, Leading):
+        said = f"**Workshop {seat.code} has ended** (it was ended from another page, or it expired). " + TEACHER_AFTER
+    else:
+        code = seat.seat.code if isinstance(seat, Following) else ""
+        said = f"**Workshop {code} has ended** (or your teacher removed your place in it). " + STUDENT_AFTER
+    return {**panel(st), "workshop_info": f"{said}\n\n{texts.WORKSHOP}"}
 
 
 @tab_event
@@ -414,9 +451,11 @@ def panel(st: ExplorerState | None) -> Updates:
 
 
 def live_value(seat) -> str:
-    """What the page's script reads: the code, the part, whether it follows (never the teacher's secret)."""
+    """What the page's script reads: the code, the part, whether it follows, and the seat it polls
+    with (``POST /workshop/wait``, in the body): the teacher's secret (the page holds it already,
+    in the teacher link and in the browser's kept seat), or the student's token."""
     if isinstance(seat, Leading):
-        return as_json({"code": seat.code, "role": "teacher"})
+        return as_json({"code": seat.code, "role": "teacher", "secret": seat.secret})
     if isinstance(seat, Following):
         # The student's token too: their page's script asks for their question and sends their
         # answers with it (explorer.ui.workshop_round); it answers as them and reads nothing else.
@@ -430,7 +469,8 @@ def links(st: ExplorerState) -> Updates:
     seat = teacher(st)
     return {
         "workshop_student_link": f"?workshop={seat.code}",
-        "workshop_teacher_link": f"?workshop={seat.code}&teacher={seat.secret}",
+        # The secret after "#": a browser never sends it (no request, no Referer, no server log).
+        "workshop_teacher_link": f"?workshop={seat.code}#teacher={seat.secret}",
     }
 
 

@@ -11,9 +11,11 @@ tenth of that:
   the question they see (the last one counts until the reveal), answers as ``/workshop/round``.
 
 The token is the student's seat (``explorer.workshop.Workshops.seat``): it answers as that student
-and reads nothing of anyone else. Every field is checked for type and size before use; the body is
-read up to ``MAX_BODY`` bytes. The words (Markdown: the lesson's own, the model's tokens, what a
-student typed) are made into HTML here, every untrusted piece escaped.
+and reads nothing of anyone else. Without a seat (no such live workshop, a removed seat, a wrong
+token) every request gets the same answer and counts as its address's miss (``workshop_gate``).
+Every field is checked for type and size before use; the body is read up to ``MAX_BODY`` bytes.
+The words (Markdown: the lesson's own, the model's tokens, what a student typed) are made into HTML
+here, every untrusted piece escaped.
 """
 
 from __future__ import annotations
@@ -30,11 +32,13 @@ from markdown_it import MarkdownIt
 from starlette.concurrency import run_in_threadpool
 
 from explorer.errors import as_sentence
+from explorer.ui import workshop_gate
+from explorer.ui.workshop_gate import NO_STORE, TooManyMisses
 from explorer.workshop import Seat, StudentRound, WorkshopError, Workshops
 
 MAX_BODY = 2048  # bytes: a code, a token, a round number, an option and a typed guess
 ANSWER_BURST, ANSWERS_PER_S = 5, 2.0  # one student's answers: five at once, then two a second
-REFUSED = {"bad": 400, "gone": 404, "too-big": 413, "too-fast": 429}
+REFUSED = {"bad": 400, "too-big": 413, "too-fast": 429}
 
 _markdown = MarkdownIt("commonmark", {"html": False})  # markup a student typed stays text
 MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
@@ -113,11 +117,20 @@ def send_answer(workshops: Workshops, asked: dict, pace: AnswerPace) -> dict:
     return round_view(workshops.student_round(seat))
 
 
+class NoSeat(Exception):
+    """The request names no seat: answered ``workshop_gate.no_seat()``, whatever the reason."""
+
+
 def seat_of(workshops: Workshops, asked: dict) -> Seat:
+    """The student's seat, or ``NoSeat``: a missing or wrong token, a code that is not a live
+    workshop's, a seat removed all answer alike (``explorer.ui.workshop_gate``)."""
     code, token = asked.get("code"), asked.get("token")
     if not isinstance(code, str) or not isinstance(token, str):
-        raise Refused("bad", "This page is not in a workshop: join one with its room code.")
-    return workshops.seat(code, token)
+        raise NoSeat()
+    try:
+        return workshops.seat(code, token)
+    except WorkshopError as error:
+        raise NoSeat() from error
 
 
 class AnswerPace:
@@ -164,15 +177,26 @@ async def read_body(request: Request) -> dict:
 
 async def answered(request: Request, work: Callable[[dict], dict]) -> JSONResponse:
     """``work(body)`` on a worker thread (it reads the database): its view, or the error as a
-    sentence that says what to do, with a status for the page's script."""
-    headers = {"Cache-Control": "no-store"}
+    sentence that says what to do, with a status for the page's script. A request without a seat
+    gets the one answer every such request gets, and counts as a miss of its address."""
+    address = workshop_gate.address_of(request)
     try:
+        workshop_gate.MISSES.check(address)
         asked = await read_body(request)
-        return JSONResponse(await run_in_threadpool(work, asked), headers=headers)
+        return JSONResponse(await run_in_threadpool(work, asked), headers=NO_STORE)
+    except TooManyMisses:
+        return workshop_gate.wait_a_minute()
+    except NoSeat:
+        workshop_gate.MISSES.miss(address)
+        return workshop_gate.no_seat()
     except Refused as error:
-        return JSONResponse({"error": str(error)}, status_code=REFUSED[error.kind], headers=headers)
-    except WorkshopError as error:  # a closed question, a workshop that ended, a seat not in it
-        return JSONResponse({"error": as_sentence(error)}, status_code=409, headers=headers)
+        return refused(error)
+    except WorkshopError as error:  # a closed question, an answer after the reveal (the seat is there)
+        return JSONResponse({"error": as_sentence(error)}, status_code=409, headers=NO_STORE)
+
+
+def refused(error: Refused) -> JSONResponse:
+    return JSONResponse({"error": str(error)}, status_code=REFUSED[error.kind], headers=NO_STORE)
 
 
 def add_routes(app, store: Callable[[], Workshops]) -> None:

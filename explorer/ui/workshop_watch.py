@@ -1,9 +1,17 @@
 """How a page in a workshop learns that something changed: a long poll.
 
-The page asks ``GET /workshop/wait?code=K7PQ2M&role=student&seen=<key>``. When the workshop's
-state, as that role sees it, differs from ``seen``, the answer comes at once; otherwise the request
-waits, up to 25 s, until it does. The page then presses its panel's hidden Sync button: one Gradio
-event per change, and nothing at all while nothing changes.
+The page sends ``POST /workshop/wait`` with ``{"code": "K7PQ2M", "seen": "<key>"}`` and its seat:
+``"token"`` (a student's) or ``"secret"`` (the teacher's), in the body, never in the address. When
+the workshop's state, as that seat sees it, differs from ``seen``, the answer comes at once;
+otherwise the request waits, up to 25 s, until it does. The page then presses its panel's hidden
+Sync button: one Gradio event per change, and nothing at all while nothing changes.
+
+A request without a seat in that workshop (an unknown code, a workshop that ended or expired, a
+removed seat, a wrong token or secret) gets one answer, ``workshop_gate.no_seat()``: HTTP 404
+``{"gone": true, "error": ...}``, the same for a code that never existed. A page that waits when
+its seat goes (the teacher ends the workshop, it expires, the seat is removed) gets the same answer
+within a watcher's tick: that is how its page learns that the workshop ended for it. Requests that
+find no seat are counted per address (``workshop_gate.Misses``): past the limit, 429 for a minute.
 
 One ``Watcher`` per process reads each watched workshop's pulse from the database every 200 ms (one
 small read per workshop, however many pages wait on it) and wakes the requests whose key changed.
@@ -15,10 +23,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
+from fastapi import Request
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from explorer.ui import workshop_gate
+from explorer.ui.workshop_gate import TooManyMisses
+from explorer.workshop import WorkshopError
 
 if TYPE_CHECKING:
     from explorer.workshop import Pulse, Workshops
@@ -26,6 +41,8 @@ if TYPE_CHECKING:
 EVERY_S = 0.2  # how often a watched workshop is read
 WAIT_S = 25.0  # the longest a request waits (below the 60 s most proxies allow an idle request)
 MAX_WAITING = 2000  # requests waiting in this process at once; beyond, a page is told to ask again
+
+Seated = Callable[[], bool]  # whether a waiting student's seat is still there
 
 
 def key(pulse: Pulse, role: str) -> str:
@@ -38,38 +55,51 @@ def key(pulse: Pulse, role: str) -> str:
 class Watcher:
     def __init__(self, workshops: Workshops):
         self.workshops = workshops
-        self.waiting: dict[str, list[tuple[asyncio.Future, str, str]]] = {}  # code -> (future, role, seen)
+        # code -> (future, role, seen, whether the seat is still there: None for the teacher's)
+        self.waiting: dict[str, list[tuple[asyncio.Future, str, str, Seated | None]]] = {}
+        self.students: dict[str, int] = {}  # code -> its count of students at the last read
         self.task: asyncio.Task | None = None
 
-    async def wait(self, code: str, role: str, seen: str) -> JSONResponse:
+    async def wait(self, code: str, role: str, seen: str, seated: Seated | None = None) -> JSONResponse:
+        """``code``'s pulse for a page whose seat was checked (``seated`` checks it again)."""
         pulse = self.workshops.pulse(code)  # a read that never waits for a writer (Workshops._reading)
         if pulse is None:
             return answer(None, role)
         if key(pulse, role) != seen or sum(map(len, self.waiting.values())) >= MAX_WAITING:
             return answer(pulse, role)
         future = asyncio.get_running_loop().create_future()
-        self.waiting.setdefault(pulse_code(code), []).append((future, role, seen))
+        code = pulse_code(code)
+        self.students.setdefault(code, pulse.students)
+        self.waiting.setdefault(code, []).append((future, role, seen, seated))
         self.start()
         try:
             return answer(await asyncio.wait_for(future, WAIT_S), role)
         except TimeoutError:
             return answer(pulse, role)
         finally:
-            self.forget(pulse_code(code), future)
+            self.forget(code, future)
 
     def start(self) -> None:
         if self.task is None or self.task.done():
             self.task = asyncio.get_running_loop().create_task(self.watch())
 
     async def watch(self) -> None:
-        """Read every watched workshop every 200 ms; wake the waiters whose key changed. Ends when
-        nobody waits (the next request starts it again)."""
+        """Read every watched workshop every 200 ms; wake the waiters whose key changed, and those
+        whose seat went (the workshop ended or expired: no pulse; a seat removed: checked when the
+        count of students changed). Ends when nobody waits (the next request starts it again)."""
         while self.waiting:
             started = time.perf_counter()
             for code in list(self.waiting):
                 pulse = self.workshops.pulse(code)
-                for future, role, seen in list(self.waiting.get(code, ())):
-                    if not future.done() and (pulse is None or key(pulse, role) != seen):
+                recheck = pulse is not None and pulse.students != self.students.get(code, pulse.students)
+                if pulse is not None:
+                    self.students[code] = pulse.students
+                for future, role, seen, seated in list(self.waiting.get(code, ())):
+                    if future.done():
+                        continue
+                    if pulse is None or (recheck and seated is not None and not seated()):
+                        future.set_result(None)
+                    elif key(pulse, role) != seen:
                         future.set_result(pulse)
             await asyncio.sleep(max(0.0, EVERY_S - (time.perf_counter() - started)))
 
@@ -79,6 +109,7 @@ class Watcher:
             self.waiting[code] = left
         else:
             self.waiting.pop(code, None)
+            self.students.pop(code, None)
 
 
 def pulse_code(code: str) -> str:
@@ -88,7 +119,62 @@ def pulse_code(code: str) -> str:
 
 
 def answer(pulse: Pulse | None, role: str) -> JSONResponse:
-    headers = {"Cache-Control": "no-store"}
     if pulse is None:
-        return JSONResponse({"gone": True}, status_code=404, headers=headers)
-    return JSONResponse({**asdict(pulse), "key": key(pulse, role)}, headers=headers)
+        return workshop_gate.no_seat()
+    return JSONResponse({**asdict(pulse), "key": key(pulse, role)}, headers=workshop_gate.NO_STORE)
+
+
+# ---------------------------------------------------------------- who may wait
+def seat_of(workshops: Workshops, asked: dict) -> tuple[str, Seated | None] | None:
+    """The role of the seat the request names (``"student"`` with a check that it is still there,
+    or ``"teacher"``), or None when it names none: no token or secret, or a wrong one, or no such
+    live workshop. Which of those is never told."""
+    code, token, secret = asked.get("code"), asked.get("token"), asked.get("secret")
+    try:
+        if isinstance(token, str):
+            workshops.seat(code, token)
+            return "student", lambda: still_seated(workshops, code, token)
+        if isinstance(secret, str):
+            workshops.check_teacher(code, secret)
+            return "teacher", None
+    except WorkshopError:
+        return None
+    return None
+
+
+def still_seated(workshops: Workshops, code, token) -> bool:
+    try:
+        workshops.seat(code, token)
+    except WorkshopError:
+        return False
+    return True
+
+
+def add_routes(app, store: Callable[[], Workshops]) -> None:
+    """``POST /workshop/wait``, ahead of Gradio's own routes. Answered on the event loop (the seat
+    is checked on a worker thread): no worker thread waits."""
+    from explorer.ui.workshop_round import Refused, read_body, refused
+
+    watcher: list[Watcher] = []
+
+    async def wait_route(request: Request) -> JSONResponse:
+        address = workshop_gate.address_of(request)
+        try:
+            workshop_gate.MISSES.check(address)
+            asked = await read_body(request)
+            seat = await run_in_threadpool(seat_of, store(), asked)
+        except TooManyMisses:
+            return workshop_gate.wait_a_minute()
+        except Refused as error:
+            return refused(error)
+        if seat is None:
+            workshop_gate.MISSES.miss(address)
+            return workshop_gate.no_seat()
+        if not watcher:
+            watcher.append(Watcher(store()))
+        seen = asked.get("seen")
+        role, seated = seat
+        return await watcher[0].wait(asked["code"], role, seen[:200] if isinstance(seen, str) else "", seated)
+
+    app.add_api_route("/workshop/wait", wait_route, methods=["POST"])
+    app.router.routes.insert(0, app.router.routes.pop())

@@ -1,6 +1,10 @@
 // What the page runs once it has loaded (Gradio's launch js; explorer/ui/layout.py fills in
 // __QUERY_RGB__, the strip's colour for the query token, and __BUTTON_NAMES__ from Python).
 () => {
+  // A teacher link's secret out of the address at once (static/teacher_link.js), before anything
+  // else this script does: kept for the page's load event, which sends it in a request's body.
+  (__TEACHER_LINK__)();
+
   // The strip's tokens, and which one is the query (the strip gives it the query's colour; -1 when
   // none is picked): read by the first two parts below.
   const tokens = () => Array.from(document.querySelectorAll('#token-strip .token'));
@@ -119,14 +123,18 @@
     label();
   })();
 
-  // A workshop (explorer/ui/workshop_watch.py): a long poll, GET workshop/wait, answers when the
+  // A workshop (explorer/ui/workshop_watch.py): a long poll, POST workshop/wait with the page's
+  // seat in the body (a student's token or the teacher's secret: never in a URL), answers when the
   // workshop changed as this page's part sees it (nothing secret in it). A teacher's page then
   // presses the panel's hidden Sync button: one event of the page's queue per change, none while
   // nothing changes. A student's page asks for its question (POST workshop/round), draws it, and
   // sends its answers (POST workshop/answer) itself (explorer/ui/workshop_round.py): no Gradio
   // event for a question, an answer or a reveal. It presses a Sync only to take the teacher's
-  // moved view, or to hear that the workshop ended. A tab in the background does not ask; shown
-  // again, it catches up at once.
+  // moved view. A tab in the background does not ask; shown again, it catches up at once.
+  // When the seat is gone (404 {gone}: the workshop ended or expired, or the seat was removed;
+  // the same answer as for a code that never existed) the page says so at once, turns Send off,
+  // stops asking for that seat, and presses the panel's Sync: the server ends the tab's part
+  // (the panel says the workshop ended; the page's own work stays). 429: wait, then ask again.
   (() => {
     const pause = ms => new Promise(done => setTimeout(done, ms));
     const SPREAD_MS = 600, TEACHER_EVERY_MS = 400;
@@ -136,19 +144,28 @@
       if (!box || !box.value) return null;
       try { return JSON.parse(box.value); } catch (e) { return null; }
     };
+    const credentials = w => (w.role === 'teacher' ? {code: w.code, secret: w.secret} : {code: w.code, token: w.token});
     const sync = id => {
       document.getElementById(id)?.click();
       document.body.dataset.workshopSyncs = Number(document.body.dataset.workshopSyncs || 0) + 1;
     };
-    const post = async (path, body) => {
+    // {status, data}: the answer's status (0 when none came) and its JSON (or {}).
+    const ask = async (path, body) => {
       try {
         const answer = await fetch(new URL(path, location.href), {
           method: 'POST', cache: 'no-store', headers: {'Content-Type': 'application/json'}, body: JSON.stringify(body),
         });
-        const data = await answer.json();
-        return answer.ok ? data : {error: data.error || UNREACHABLE};
-      } catch (e) { return {error: UNREACHABLE}; }
+        let data = {};
+        try { data = await answer.json(); } catch (e) { data = {}; }
+        return {status: answer.status, data};
+      } catch (e) { return {status: 0, data: {}}; }
     };
+    const post = async (path, body) => {
+      const {status, data} = await ask(path, body);
+      if (status === 404 && data.gone) return {gone: true, error: data.error};
+      return status === 200 ? data : {error: data.error || UNREACHABLE};
+    };
+    let gonePlace = '';  // the seat (as the page's script read it) the server said is gone
 
     // A student's question as last read, what they picked but have not sent, and the last refusal.
     let shown = null, picked = {round: null, choice: null, typed: ''}, problem = '';
@@ -189,9 +206,24 @@
       body.dataset.drawn = stamp;
     };
     const show = view => {
+      if (view.gone) return gone(view.error);
       if (view.error) problem = view.error;
       else { shown = view; problem = ''; }
       draw();
+    };
+    // The seat is gone: said in the question's place at once, Send off; the panel's Sync makes
+    // the server end the tab's part (and say so in the panel), once for this seat.
+    const gone = said => {
+      const w = seat();
+      if (!w || JSON.stringify(w) === gonePlace) return;
+      gonePlace = JSON.stringify(w);
+      document.body.dataset.workshopGone = w.code;  // (for a test: the page knows)
+      problem = said || '';
+      if (shown) shown = {...shown, revealed: true, typed: false};  // nothing more can be sent
+      else shown = {round: null, options: [], mine: null, revealed: true, typed: false, question_html: '', result_html: ''};
+      draw();
+      document.querySelectorAll('#workshop-send, #workshop-choice input, #workshop-typed').forEach(b => { b.disabled = true; });
+      sync('workshop-sync');
     };
     const answer = async send => {
       const w = seat();
@@ -210,24 +242,21 @@
       let seen = '', place = '', last = null, token = null, lastSync = 0;
       for (;;) {
         const w = seat();
-        if (!w || !w.code || document.hidden) { await pause(500); continue; }
+        if (!w || !w.code || document.hidden || JSON.stringify(w) === gonePlace) { await pause(500); continue; }
         if (JSON.stringify(w) !== place) {  // joined, left, follows again
           if (w.token !== token) { shown = null; token = w.token; }  // another seat: another question
           place = JSON.stringify(w); seen = ''; last = null;
         }
-        const asked = new URL('workshop/wait', location.href);
-        Object.entries({code: w.code, role: w.role, seen}).forEach(([k, v]) => asked.searchParams.set(k, v));
-        let pulse;
-        try {
-          const answer = await fetch(asked, {cache: 'no-store'});
-          pulse = answer.status === 404 ? {key: 'gone'} : answer.ok ? await answer.json() : null;
-        } catch (e) { pulse = null; }
-        if (!pulse) { await pause(1000); continue; }  // the server is away (a restart): asked again soon
+        const {status, data} = await ask('workshop/wait', {...credentials(w), seen});
+        if (status === 404 && data.gone) { gone(data.error); continue; }
+        if (status === 429) { await pause(1000 * (Number(data.retry_s) || 60)); continue; }  // too many misses here
+        if (status !== 200) { await pause(1000); continue; }  // the server is away (a restart): asked again soon
+        const pulse = data;
         if (pulse.key !== seen) {  // (once more after a join or a reload: a change may have come between)
           const moved = !last || pulse.version !== last.version;
           seen = pulse.key;
           last = pulse;
-          if (w.role === 'teacher' || pulse.key === 'gone') {
+          if (w.role === 'teacher') {
             // A class answering moves the teacher's count up to thirty times in five seconds: the
             // teacher's panel (count, chart, roll) is redrawn at most every TEACHER_EVERY_MS, each
             // time as it is then, so the last answer still shows within half a second.
@@ -240,10 +269,9 @@
             // instead of as one burst in front of everyone's Steps (bench/bench_workshop.py).
             await pause(Math.random() * SPREAD_MS);
             show(await post('workshop/round', {code: w.code, token: w.token}));
-            if (moved && w.following) sync('workshop-follow-sync');  // the teacher's view moved: taken
+            if (moved && w.following && JSON.stringify(w) !== gonePlace) sync('workshop-follow-sync');  // the teacher's view moved: taken
           }
         }
-        if (pulse.key === 'gone') await pause(5000);
       }
     })();
   })();
