@@ -14,7 +14,14 @@ import pytest
 
 from explorer.serve import nginx
 from explorer.serve.nginx import Upstream
-from explorer.serve.replicas import SECRET_ENV, ServeError, Supervisor, required_secret
+from explorer.serve.replicas import (
+    SECRET_ENV,
+    TRUSTED_PROXY_ENV,
+    ServeError,
+    Supervisor,
+    private_folder,
+    required_secret,
+)
 from explorer.ui import health
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,3 +94,49 @@ def test_the_servers_name_is_new_at_every_start_and_takes_only_a_safe_replica_na
     assert str(os.getpid()) not in first  # the process id is nobody's business outside (issue 40, item 15)
     monkeypatch.setenv(health.REPLICA_ENV, "<script>")
     assert health.server_name().startswith("app-")
+
+
+def test_nginx_logs_no_query_string_and_connects_from_the_trusted_address(tmp_path):
+    """Issue 40, items 10 and 15: a link's parameters stay out of nginx's log; the replicas believe
+    X-Forwarded-For from nginx's own address only."""
+    text = nginx.render(UPSTREAMS, "127.0.0.1:8080", tmp_path)
+    log_format = re.search(r"log_format replicas (.*?);", text, re.S).group(1)
+    assert "$request " not in log_format and '"$request"' not in log_format and "$args" not in log_format
+    assert "$uri" in log_format and "$http_referer" not in log_format
+    assert f"proxy_bind {nginx.BALANCER_ADDRESS};" in text
+
+
+def test_the_run_folder_is_private_even_when_it_existed(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o755)
+    private_folder(folder)
+    assert folder.stat().st_mode & 0o777 == 0o700
+    private_folder(tmp_path / "new" / "run")
+    assert (tmp_path / "new" / "run").stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize(
+    ("environ", "believed"),
+    [
+        ({}, ""),  # nobody, not even a loopback client (uvicorn's own default is 127.0.0.1)
+        ({TRUSTED_PROXY_ENV: "127.0.0.2"}, "127.0.0.2"),
+        ({TRUSTED_PROXY_ENV: " 10.0.0.5,10.0.0.6 ", "FORWARDED_ALLOW_IPS": "*"}, "10.0.0.5,10.0.0.6"),
+        ({"FORWARDED_ALLOW_IPS": "10.0.0.9"}, "10.0.0.9"),  # an operator's own uvicorn setting
+    ],
+)  # fmt: skip
+def test_x_forwarded_for_is_believed_from_the_configured_balancer_only(environ, believed):
+    from explorer.ui.app import believe_forwarded_for
+
+    environ = dict(environ)
+    assert believe_forwarded_for(environ) == believed
+    assert environ["FORWARDED_ALLOW_IPS"] == believed
+
+
+def test_each_replica_is_told_to_believe_its_nginx_only(tmp_path, monkeypatch):
+    monkeypatch.setenv(SECRET_ENV, "x" * 32)
+    monkeypatch.setattr(nginx, "find_nginx", lambda: "/bin/true")
+    supervisor = Supervisor(1, 8080, "127.0.0.1", tmp_path)
+    started = {}
+    monkeypatch.setattr(supervisor, "spawn", lambda argv, log, env: started.update(env) or subprocess.Popen(["true"]))
+    supervisor.start_replica(supervisor.replicas[0])
+    assert started[TRUSTED_PROXY_ENV] == nginx.BALANCER_ADDRESS

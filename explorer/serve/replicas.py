@@ -97,6 +97,14 @@ def answers(url: str, timeout: float = 2.0) -> bool:
         return False
 
 
+def private_folder(folder: Path) -> None:
+    """The run folder, made if need be, private: nginx's logs, its configuration and the replicas'
+    logs are the operator's alone. (Run the supervisor as an ordinary user: started as root,
+    nginx's workers would run as nobody and could not reach their temporary folders in here.)"""
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+
+
 def die_with_parent() -> None:
     """In a child, before it runs: the kernel sends it SIGTERM if the supervisor dies (even by
     SIGKILL), so that no replica or nginx outlives it. Linux only; elsewhere nothing."""
@@ -129,11 +137,7 @@ class Supervisor:
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        # Private: nginx's logs, its configuration and the replicas' logs are the operator's alone.
-        # (Run the supervisor as an ordinary user: started as root, nginx's workers would run as
-        # nobody and could not reach their temporary folders in here.)
-        self.run_dir.chmod(0o700)
+        private_folder(self.run_dir)
         for replica in self.replicas:
             self.start_replica(replica)
         for replica in self.replicas:

@@ -285,7 +285,8 @@ def ended(st: ExplorerState) -> Updates:
     else:
         code = seat.seat.code if isinstance(seat, Following) else ""
         said = f"**Workshop {code} has ended** (or your teacher removed your place in it). " + STUDENT_AFTER
-    return {**panel(st), "workshop_info": f"{said}\n\n{texts.WORKSHOP}"}
+    cleared = {} if isinstance(seat, Leading) else {"workshop_code": ""}  # the box ready for another code
+    return {**panel(st), **cleared, "workshop_info": f"{said}\n\n{texts.WORKSHOP}"}
 
 
 @tab_event

@@ -198,9 +198,10 @@ def test_a_teacher_and_three_students_run_a_lesson_question(browser, tmp_path):
         wait_same_tokens(alone, teacher_tokens)
         assert alone.locator("#workshop-follow input").is_checked()
 
-        # A forged teacher link is refused; the page opens as a student's would.
+        # A forged teacher link (in the older form, the secret in the query) is refused as every
+        # request without a seat is (tests/browser/test_workshop_secrets.py); the page opens as a student's would.
         forger = open_page(browser, f"{url}/?workshop={code}&teacher=forged-{code}")
-        forger.wait_for_selector("[data-testid=toast-body]:has-text('Only the teacher')")
+        forger.wait_for_selector("[data-testid=toast-body]:has-text('no place in that workshop')")
         assert not forger.locator("#workshop-reveal").is_visible()
         forger.context.close()
 

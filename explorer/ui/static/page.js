@@ -1,5 +1,5 @@
 // What the page runs once it has loaded (Gradio's launch js; explorer/ui/layout.py fills in
-// __QUERY_RGB__, the strip's colour for the query token, and __BUTTON_NAMES__ from Python).
+// __QUERY_RGB__, the strip's colour for the query token, the button names and the teacher link's part from Python).
 () => {
   // A teacher link's secret out of the address at once (static/teacher_link.js), before anything
   // else this script does: kept for the page's load event, which sends it in a request's body.
