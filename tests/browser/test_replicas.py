@@ -190,6 +190,11 @@ def test_a_replica_killed_mid_class(browser, tmp_path):
         for page in (teacher, *on_r1, *on_r2):
             page.context.close()
         pids = [json.loads((run_dir / "replicas.json").read_text())["nginx_pid"], *replica_pids(run_dir).values()]
+        # The run folder is the operator's alone, and nginx logged each page's path, never its
+        # query string (the student link's ?workshop=..., issue 40 item 10).
+        assert run_dir.stat().st_mode & 0o777 == 0o700
+        logged = (run_dir / "nginx-access.log").read_text()
+        assert '"GET / HTTP/1.1"' in logged and "?" not in logged
     assert supervisor.returncode == 0
     for pid in pids:  # everything it started has stopped
         assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
