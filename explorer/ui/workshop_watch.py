@@ -86,12 +86,14 @@ class Watcher:
     async def watch(self) -> None:
         """Read every watched workshop every 200 ms; wake the waiters whose key changed, and those
         whose seat went (the workshop ended or expired: no pulse; a seat removed: checked when the
-        count of students changed). Ends when nobody waits (the next request starts it again)."""
+        count of students fell). Ends when nobody waits (the next request starts it again)."""
         while self.waiting:
             started = time.perf_counter()
             for code in list(self.waiting):
                 pulse = self.workshops.pulse(code)
-                recheck = pulse is not None and pulse.students != self.students.get(code, pulse.students)
+                # A seat removed lowers the count: only then are the waiting students' seats read
+                # again (a join, thirty at the start of a class, costs no read per waiting page).
+                recheck = pulse is not None and pulse.students < self.students.get(code, pulse.students)
                 if pulse is not None:
                     self.students[code] = pulse.students
                 for future, role, seen, seated in list(self.waiting.get(code, ())):
