@@ -214,3 +214,10 @@ def test_health_names_no_process_id(app):
     with urllib.request.urlopen(f"{url}/health", timeout=10) as reply:
         server = json.loads(reply.read())["server"]
     assert str(process.pid) not in server.split("-")
+
+
+def test_no_refusal_left_a_traceback_in_the_apps_log(app):
+    """Every refusal above (forged links, missing seats, throttled addresses) was one answer, never a bug."""
+    from tests.browser.conftest import tracebacks
+
+    assert not tracebacks((ARTIFACTS / "app-workshop-secrets.log").read_text())
