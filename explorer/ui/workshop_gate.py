@@ -16,12 +16,15 @@ The counts are per process (each replica counts its own).
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from collections import deque
 
 from fastapi.responses import JSONResponse
+
+log = logging.getLogger("decoder_explorer")
 
 MISSES_ENV = "DECODER_EXPLORER_CODE_MISSES_PER_MINUTE"
 MISSES_PER_MINUTE = 30
@@ -75,6 +78,8 @@ class Misses:
                     self._forget_half()
                 times = self.seen[address] = deque(maxlen=self.limit)
             times.append(self.clock())
+            if len(times) == self.limit:  # one line for the operator, when the address crosses the line
+                log.info("workshops: %s missed %d room codes in a minute: refused for a minute", address, self.limit)
 
     def _recent(self, address: str) -> deque[float] | None:
         times = self.seen.get(address)
