@@ -280,7 +280,7 @@ def start(**kwargs) -> gr.Blocks:
         css=CSS, js=PAGE_SCRIPT, theme=theme(), max_file_size=snapshot.MAX_FILE_BYTES,
         run_history=False, prevent_thread_lock=True, enable_monitoring=False, **kwargs,
     )  # fmt: skip
-    workshop_events.add_routes(demo.app)  # the workshop's long poll (GET /workshop/wait)
+    workshop_events.add_routes(demo.app)  # the workshop's long poll (POST /workshop/wait), a question, an answer
     health.add_routes(demo.app)  # GET /health: a replica is alive; a page learns its server changed
     return demo
 
