@@ -7,6 +7,8 @@ over HTTP: tests/browser/test_workshop_secrets.py."""
 from __future__ import annotations
 
 import asyncio
+import shutil
+import subprocess
 
 import httpx
 import pytest
@@ -177,3 +179,17 @@ def test_a_waiting_page_hears_that_its_seat_is_gone(ws):
     for answer in (removed, ended):
         assert (answer.status_code, answer.content) == (404, workshop_gate.no_seat().body)
     assert not workshop_gate.MISSES.seen  # a page told by the watcher made no miss
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed (Debian: apt-get install nodejs)")
+def test_the_page_scripts_parse_with_the_teacher_link_part_filled_in(tmp_path):
+    """The teacher link's part is put into page.js and into the load event's script as text: both
+    must still be JavaScript (a placeholder left in a comment once broke the whole page script)."""
+    from explorer.ui.layout import PAGE_SCRIPT, TEACHER_LINK_SCRIPT
+
+    for name, script in (("page", PAGE_SCRIPT), ("teacher_link", TEACHER_LINK_SCRIPT)):
+        assert "__TEACHER_LINK__" not in script
+        path = tmp_path / f"{name}.js"
+        path.write_text(f"const run = {script};\n")
+        checked = subprocess.run(["node", "--check", str(path)], capture_output=True, text=True)
+        assert checked.returncode == 0, checked.stderr
