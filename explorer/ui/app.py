@@ -43,6 +43,12 @@ from explorer.ui.tabs import TABS
 from explorer.ui.wiring import Wiring, on
 from explorer.ui.workshop_events import LINKS, WORKSHOP_VIEWS
 
+# The Workshop panel scrolled into sight, its room code's box ready to type in (after "Join a workshop").
+SHOW_WORKSHOP = """() => requestAnimationFrame(() => {
+    document.querySelector('#workshop')?.scrollIntoView({block: 'start'});
+    document.querySelector('#workshop-code input, #workshop-code textarea')?.focus({preventScroll: true}); })"""
+# The browser kept another view of the tab (its session's BrowserState changed): said to the page's script.
+VIEW_KEPT = "() => { document.dispatchEvent(new Event('decoder-explorer-view-kept')); }"
 WHOLE_LINKS = "(a, b) => [a, b].map(q => q && q.startsWith('?') ? location.origin + location.pathname + q : q)"
 
 __all__ = ["DECODER_EXAMPLES", "TRANSLATOR_EXAMPLES", "build_demo", "launch", "start"]
@@ -182,6 +188,14 @@ def wire_workshop(page: Page, shown: set) -> None:
     page.workshop_follow_sync.click(on(page, workshop_events.on_follow_sync), [state], shown, **hidden)
     page.workshop_follow.input(on(page, workshop_events.on_follow), [state, page.workshop_follow], shown)
     page.workshop_back.click(on(page, workshop_events.on_back), [state], shown)
+    # "Join a workshop" near the top: the Lessons and Workshop panels opened, and the room code's box in sight.
+    page.workshop_open.click(
+        on(page, workshop_events.on_open), None, p("lessons_panel", "workshop_panel"), queue=False
+    ).then(None, js=SHOW_WORKSHOP)
+    # A following student's own move: the page's script (static/page.js) hears of each view the
+    # browser keeps, and presses this hidden button after one of the person's own.
+    page.workshop_own_move.click(on(page, workshop_events.on_own_move), [state], panel, **hidden)
+    page.kept.change(None, js=VIEW_KEPT)
     for button, callback in (
         (page.workshop_ask, workshop_events.on_ask), (page.workshop_ask_next, workshop_events.on_ask_next),
         (page.workshop_reveal, workshop_events.on_reveal), (page.workshop_again, workshop_events.on_again),

@@ -127,7 +127,11 @@ def build_page(browser_secret: str) -> Page:
         workshop_seat=gr.BrowserState(None, storage_key=WORKSHOP_KEY, secret=browser_secret),
     )
     page.add(**workshop_machinery())
-    gr.Markdown(texts.INTRO, elem_id="intro")
+    with gr.Row(equal_height=False, elem_id="intro-row"):
+        gr.Markdown(texts.INTRO, elem_id="intro")
+        # A class's workshop is inside Lessons (it costs the projector's first screen nothing); a
+        # student on a phone finds it from here.
+        page.add(workshop_open=gr.Button("Join a workshop", size="sm", scale=0, min_width=150, elem_id="workshop-open"))
     with gr.Row(equal_height=False, elem_id="top-row"):
         with gr.Column(scale=3, min_width=240):  # room for the longest model name and its kind
             page.add(**model_choice())
@@ -143,7 +147,8 @@ def build_page(browser_secret: str) -> Page:
     with gr.Row(equal_height=False, elem_id="workbench"):
         with gr.Column(scale=2, min_width=300):
             page.add(**lessons_panel(), **session_panel())
-            page.add(**settings(page.text))
+            with gr.Column(elem_id="explorer-settings"):  # folded away on a student's page (page.css)
+                page.add(**settings(page.text))
         with gr.Column(scale=3, min_width=300):
             page.add(**view_choice())
             view_tabs(page)
@@ -209,9 +214,11 @@ def workshop_panel() -> dict:
 
 def teacher_controls() -> dict:
     made = {
+        # The room code, large enough to read from the back of the room on a projector (page.css).
+        "workshop_room": gr.HTML(elem_id="workshop-room", apply_default_css=False),
         "workshop_student_link": gr.Textbox(
             label="Student link", interactive=False, buttons=["copy"], elem_id="workshop-student-link"
-        )
+        ),
     }
     # The teacher's page is on the projector: the link that lets its holder lead stays folded.
     with gr.Accordion("Your teacher link (keep it off the projector)", open=False, elem_id="workshop-teacher-fold"):
@@ -237,10 +244,8 @@ def teacher_controls() -> dict:
 
 
 def student_controls() -> dict:
+    """The question first (a student's page shows little else while they follow), then following."""
     made = {}
-    with gr.Row():
-        made["workshop_follow"] = gr.Checkbox(label="Follow the teacher", value=True, elem_id="workshop-follow")
-        made["workshop_back"] = gr.Button("Back to where the teacher is", size="sm", elem_id="workshop-back")
     # The question, the choices, Send and the result: drawn by the page's script from two small
     # requests, not Gradio events (explorer.ui.workshop_round; static/page.js, the workshop part).
     made["workshop_round"] = gr.HTML(
@@ -248,6 +253,9 @@ def student_controls() -> dict:
         elem_id="workshop-round",
         apply_default_css=False,
     )
+    with gr.Row():
+        made["workshop_follow"] = gr.Checkbox(label="Follow the teacher", value=True, elem_id="workshop-follow")
+        made["workshop_back"] = gr.Button("Back to where the teacher is", size="sm", elem_id="workshop-back")
     made["workshop_leave"] = gr.Button("Leave the workshop", size="sm", elem_id="workshop-leave")
     return made
 
@@ -267,6 +275,19 @@ def workshop_machinery() -> dict:
         "workshop_sync": gr.Button("Sync the workshop", elem_id="workshop-sync", elem_classes="machine-only"),
         "workshop_follow_sync": gr.Button(
             "Take the teacher's view", elem_id="workshop-follow-sync", elem_classes="machine-only"
+        ),
+        # Pressed by the page's script after a following student moved the view themselves: their
+        # panel says at once that they explore on their own.
+        "workshop_own_move": gr.Button(
+            "Say that I explore on my own", elem_id="workshop-own-move", elem_classes="machine-only"
+        ),
+        # Ticked on a student's page (a student link, or joined and following): the page's style
+        # then shows the workshop first and folds the explorer's other controls away (page.css).
+        "workshop_focus": gr.Checkbox(
+            label="A student's page (read by the page's style)",
+            value=False,
+            elem_id="workshop-focus",
+            elem_classes="machine-only",
         ),
     }
 
@@ -372,7 +393,7 @@ def session_panel() -> dict:
         label="Next-token candidates", max_height=228,  # it scrolls: the heatmap beside it stays in sight
         column_widths=["9%", "29%", "32%", "30%"],  # room for the longest bar (20 blocks)
     )  # fmt: skip
-    gr.Markdown(texts.CANDIDATES, elem_classes="explain")
+    gr.Markdown(texts.CANDIDATES, elem_classes="explain", elem_id="candidates-explain")
     return made
 
 

@@ -1,15 +1,26 @@
 """The page's own short texts: the intro, the lessons panel, the candidates, save and share. (Each
 view tab's explanation is in its module, explorer/ui/tabs/.)"""
 
+from explorer.lessons import LESSONS as LESSON_LIST
+
+NUMBER_WORDS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"]
+
+
+def counted(n: int) -> str:
+    """A count as a sentence starts it: "Eight" (digits past twelve)."""
+    return NUMBER_WORDS[n - 1].capitalize() if 1 <= n <= len(NUMBER_WORDS) else str(n)
+
+
 LOADING = "**Loading the model…** Step and Generate come on when it is ready."
 
 INTRO = """## Decoder Explorer
 Press **Step** and watch a real transformer choose the next token. Keys: **s** Step,
 **u** Undo, **←** **→** move the query."""
 
-LESSONS = """Seven short lessons on the live model, from tokens to two architectures. Each step sets
-up the model, the text and the view, says what to look at, and asks one question that the
-explorer checks against the model."""
+# The count comes from the lessons' list, so that a new lesson cannot leave it behind.
+LESSONS = f"""{counted(len(LESSON_LIST))} short lessons on the live model, from tokens to why the first token
+matters. Each step sets up the model, the text and the view, says what to look at, and asks one
+question that the explorer checks against the model."""
 
 CANDIDATES = """The distribution the last token was chosen from (✓), most probable first.
 Click another row to take that token instead: a branch. **Undo** goes back."""

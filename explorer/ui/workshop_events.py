@@ -41,7 +41,8 @@ from explorer.workshop.questions import lesson_question, next_token_question
 # Everything the panel shows; each event returns the part it changed.
 WORKSHOP_VIEWS = (
     "workshop_panel", "workshop_info", "workshop_enter", "workshop_teacher", "workshop_student", "workshop_live",
-    "workshop_seat", "workshop_chart", "workshop_tally", "workshop_follow", "workshop_code",
+    "workshop_seat", "workshop_chart", "workshop_tally", "workshop_follow", "workshop_code", "workshop_focus",
+    "workshop_room", "lesson_answer", "lesson_check",
 )  # fmt: skip
 LINKS = ("workshop_student_link", "workshop_teacher_link")
 
@@ -49,6 +50,11 @@ LINKS = ("workshop_student_link", "workshop_teacher_link")
 # The Workshop panel sits inside the Lessons panel: a page that opens in a workshop opens both.
 def opened() -> Updates:
     return {"lessons_panel": gr.Accordion(open=True), "workshop_panel": gr.Accordion(open=True)}
+
+
+def on_open() -> Updates:
+    """ "Join a workshop", near the top of the page: both panels opened."""
+    return opened()
 
 
 _store: Workshops | None = None
@@ -201,9 +207,9 @@ def same_code(linked: str, kept_code: object) -> bool:
 
 
 def student_link(linked: str) -> Updates:
-    """A student's link: the code is filled in, the name is theirs to type."""
+    """A student's link: a student's page (the join form first), the code filled in, the name theirs to type."""
     return {
-        **opened(), "workshop_code": linked[:40], "workshop_link": "",
+        **opened(), "workshop_code": linked[:40], "workshop_link": "", "workshop_focus": True,
         "workshop_info": "Type your name if you want to (you can stay anonymous) and press **Join**.",
     }  # fmt: skip
 
@@ -268,6 +274,17 @@ def on_follow_sync(request: gr.Request, st) -> Updates:
         return sync(request, st) | student_views(st)
     except WorkshopError:
         return ended(st)
+
+
+@tab_event
+def on_own_move(st) -> Updates:
+    """A following student moved the view themselves (a Step, a token, a head: ``after_event``
+    stopped their following); their page's script presses this after such a move, so that the
+    panel says at once that they explore on their own (and the whole explorer comes back)."""
+    seat = getattr(st, "workshop", None)
+    if not isinstance(seat, Following) or seat.following:
+        return gr.skip()
+    return student_views(st)
 
 
 TEACHER_AFTER = "Start a new one from a lesson when you want to."
@@ -346,7 +363,7 @@ def led_lesson_text(at: object) -> str:
         return texts.LESSONS
     return (
         f"{heading} (your teacher leads)\n\n{step.text}\n\n"
-        "Your teacher asks this step's question in the Workshop panel below: answer it there."
+        "Your teacher asks this step's question in the Workshop panel: answer it there."
     )
 
 
@@ -442,12 +459,22 @@ def panel(st: ExplorerState | None) -> Updates:
         "workshop_student": gr.Column(visible=isinstance(seat, Following)),
         "workshop_seat": kept_seat(seat),
         "workshop_live": live_value(seat),
+        # In a workshop the teacher asks and reveals: the lesson's own answer and Check are away
+        # (the Lessons panel says to answer in the Workshop panel).
+        "lesson_answer": gr.Radio(visible=not isinstance(seat, Following)),
+        "lesson_check": gr.Button(visible=not isinstance(seat, Following)),
+        "workshop_focus": isinstance(seat, Following) and seat.following,
     }
     if seat is None:
         return {**out, "workshop_info": texts.WORKSHOP}
     out["workshop_panel"] = gr.Accordion(open=True)
     if isinstance(seat, Leading):
-        return {**out, **teacher_views(st), "workshop_info": teacher_info(st)}
+        return {
+            **out,
+            **teacher_views(st),
+            "workshop_info": teacher_info(st),
+            "workshop_room": room_code_html(seat.code),
+        }
     return {**out, **student_views(st)}
 
 
@@ -473,6 +500,11 @@ def links(st: ExplorerState) -> Updates:
         # The secret after "#": a browser never sends it (no request, no Referer, no server log).
         "workshop_teacher_link": f"?workshop={seat.code}#teacher={seat.secret}",
     }
+
+
+def room_code_html(code: str) -> str:
+    """The room code as the projector shows it: large, monospace, letter-spaced (page.css)."""
+    return f'<p class="room-code-label">Room code</p><p class="room-code" translate="no">{html.escape(code)}</p>'
 
 
 def teacher_info(st: ExplorerState) -> str:
@@ -513,14 +545,17 @@ def teacher_views(st: ExplorerState) -> Updates:
 def student_views(st: ExplorerState) -> Updates:
     seat = student(st)
     who = f"as **{as_text(seat.seat.name)}**" if seat.seat.name else "anonymously"
-    where = "You follow the teacher's view." if seat.following else (
-        "You are exploring on your own: **Back to where the teacher is** returns you to the teacher's view."
-    )  # fmt: skip
+    where = (
+        "You follow the teacher's view: untick **Follow the teacher** to explore on your own."
+        if seat.following
+        else "You are exploring on your own: **Back to where the teacher is** returns you to the teacher's view."
+    )
     return {
         "workshop_info": f"You are in workshop **{seat.seat.code}** {who}. {where}",
         "workshop_follow": seat.following,
         "workshop_live": live_value(seat),
         "workshop_seat": kept_seat(seat),  # whether they follow, kept for a reload
+        "workshop_focus": seat.following,  # a student's page while they follow; the whole explorer when not
     }
 
 

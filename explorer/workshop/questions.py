@@ -27,9 +27,12 @@ def next_token_question(session: GenerationSession, n: int = NEXT_TOKEN_OPTIONS)
     shown = {visible(t.text): t.probability for t in reversed(top)}  # two pieces shown alike: the likelier one's
     best = top[0]
     text = visible(session.token_texts()[-1]) if session.token_ids else ""
+    # Read by each student after the reveal (only the teacher has the chart): the numbers themselves.
+    runners_up = ", ".join(f"{visible(t.text)!r} {t.probability:.1%}" for t in top[1:3])
     why = (
-        f"The model gives {visible(best.text)!r} {best.probability:.1%}, more than any other token: with greedy "
-        "decoding that is the next token. The chart shows how likely the model found each candidate."
+        f"The model gives {visible(best.text)!r} {best.probability:.1%}, more than any other token"
+        + (f" (then {runners_up})" if runners_up else "")
+        + ": with greedy decoding that is the next token."
     )
     question = f"What token comes next after …{text!r}? (token {len(session.token_ids)})"
     return Question(

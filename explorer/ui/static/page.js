@@ -123,6 +123,25 @@
     label();
   })();
 
+  // A following student who moves the view themselves (the s key, a token, a head, a tab) explores
+  // on their own from then on: the server decides (workshop_events.after_event), and their panel
+  // must say so at once, not at the teacher's next move. Once the browser has kept the moved view
+  // (explorer/ui/app.py says so with an event), this presses the hidden button that redraws the
+  // panel; only after a move of the person's (a pointer or a key outside the Workshop panel), never
+  // after the teacher's view was taken. #workshop-focus is ticked while a student follows.
+  (() => {
+    let acted = false;
+    const mark = e => { if (!(e.target.closest && e.target.closest('#workshop'))) acted = true; };
+    document.addEventListener('pointerdown', mark, true);
+    document.addEventListener('keydown', mark, true);
+    document.addEventListener('decoder-explorer-view-kept', () => {
+      const following = document.querySelector('#workshop-focus input')?.checked;
+      if (!acted || !following) return;
+      acted = false;
+      document.getElementById('workshop-own-move')?.click();
+    });
+  })();
+
   // A workshop (explorer/ui/workshop_watch.py): a long poll, POST workshop/wait with the page's
   // seat in the body (a student's token or the teacher's secret: never in a URL), answers when the
   // workshop changed as this page's part sees it (nothing secret in it). A teacher's page then
