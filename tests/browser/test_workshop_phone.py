@@ -123,6 +123,9 @@ def test_a_student_link_opens_a_students_page_on_a_phone(browser, app_url):
     teacher, link, code = start_workshop(browser, app_url)
     students = []
     try:
+        students.append(open_student_link(browser, link, PHONE, "Ada"))
+        students.append(open_student_link(browser, link, PROJECTOR, ""))
+        phone, desk = students
         # (c) The room code, for the back of the room: large, monospace, letter-spaced.
         room = teacher.locator("#workshop-room .room-code")
         assert room.inner_text().strip() == code
@@ -132,10 +135,6 @@ def test_a_student_link_opens_a_students_page_on_a_phone(browser, app_url):
         assert size >= 48 and "mono" in family.lower() and spacing != "normal" and float(spacing[:-2]) > 0
         shot(teacher, "workshop-phone-teacher-room-code")
         assert serious_violations(teacher) == []
-
-        phone = open_student_link(browser, link, PHONE, "Ada")
-        desk = open_student_link(browser, link, PROJECTOR, "")
-        students = [phone, desk]
 
         # Once joined: the question first, then the view the teacher leads, and little else.
         teacher.click("#workshop-ask")
