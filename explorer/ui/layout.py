@@ -127,11 +127,9 @@ def build_page(browser_secret: str) -> Page:
         workshop_seat=gr.BrowserState(None, storage_key=WORKSHOP_KEY, secret=browser_secret),
     )
     page.add(**workshop_machinery())
-    with gr.Row(equal_height=False, elem_id="intro-row"):
-        gr.Markdown(texts.INTRO, elem_id="intro")
-        # A class's workshop is inside Lessons (it costs the projector's first screen nothing); a
-        # student on a phone finds it from here.
-        page.add(workshop_open=gr.Button("Join a workshop", size="sm", scale=0, min_width=150, elem_id="workshop-open"))
+    # Its "Join a workshop" link opens the Workshop panel (inside Lessons, where it costs the
+    # projector's first screen nothing): a student on a phone finds it from the top.
+    gr.Markdown(texts.INTRO, elem_id="intro")
     with gr.Row(equal_height=False, elem_id="top-row"):
         with gr.Column(scale=3, min_width=240):  # room for the longest model name and its kind
             page.add(**model_choice())
@@ -272,15 +270,7 @@ def workshop_machinery() -> dict:
         "workshop_link": gr.Textbox(
             label="Teacher link (read by the page's script)", elem_id="workshop-link", elem_classes="machine-only"
         ),
-        "workshop_sync": gr.Button("Sync the workshop", elem_id="workshop-sync", elem_classes="machine-only"),
-        "workshop_follow_sync": gr.Button(
-            "Take the teacher's view", elem_id="workshop-follow-sync", elem_classes="machine-only"
-        ),
-        # Pressed by the page's script after a following student moved the view themselves: their
-        # panel says at once that they explore on their own.
-        "workshop_own_move": gr.Button(
-            "Say that I explore on my own", elem_id="workshop-own-move", elem_classes="machine-only"
-        ),
+        # (Beside the boxes above: one form container for all, no gap of its own on the page.)
         # Ticked on a student's page (a student link, or joined and following): the page's style
         # then shows the workshop first and folds the explorer's other controls away (page.css).
         "workshop_focus": gr.Checkbox(
@@ -288,6 +278,17 @@ def workshop_machinery() -> dict:
             value=False,
             elem_id="workshop-focus",
             elem_classes="machine-only",
+        ),
+        "workshop_sync": gr.Button("Sync the workshop", elem_id="workshop-sync", elem_classes="machine-only"),
+        "workshop_follow_sync": gr.Button(
+            "Take the teacher's view", elem_id="workshop-follow-sync", elem_classes="machine-only"
+        ),
+        # Pressed by the page's script for the intro's "Join a workshop" link (it opens the panels).
+        "workshop_open": gr.Button("Open the Workshop panel", elem_id="workshop-open", elem_classes="machine-only"),
+        # Pressed by the page's script after a following student moved the view themselves: their
+        # panel says at once that they explore on their own.
+        "workshop_own_move": gr.Button(
+            "Say that I explore on my own", elem_id="workshop-own-move", elem_classes="machine-only"
         ),
     }
 

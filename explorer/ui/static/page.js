@@ -130,6 +130,12 @@
   // panel; only after a move of the person's (a pointer or a key outside the Workshop panel), never
   // after the teacher's view was taken. #workshop-focus is ticked while a student follows.
   (() => {
+    // The intro's "Join a workshop" link (#workshop): the Lessons and Workshop panels opened first.
+    document.addEventListener('click', e => {
+      if (!(e.target.closest && e.target.closest('#intro a[href="#workshop"]'))) return;
+      e.preventDefault();
+      document.getElementById('workshop-open')?.click();
+    }, true);
     let acted = false;
     const mark = e => { if (!(e.target.closest && e.target.closest('#workshop'))) acted = true; };
     document.addEventListener('pointerdown', mark, true);
