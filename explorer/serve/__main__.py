@@ -14,7 +14,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from explorer.serve.replicas import MAX_REPLICAS, RESTART_DELAY_S, ServeError, Supervisor
+from explorer.serve.arguments import MAX_REPLICAS
+from explorer.serve.replicas import RESTART_DELAY_S, ServeError, Supervisor
 
 
 def parser() -> argparse.ArgumentParser:
@@ -22,7 +23,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--replicas", type=int, default=2, help=f"how many app processes, 1 to {MAX_REPLICAS} (default: 2)")
     p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                    help="where nginx listens (default: %(default)s; 0.0.0.0 for every interface)")  # fmt: skip
-    p.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)),
+    p.add_argument("--port", type=int, default=os.environ.get("GRADIO_SERVER_PORT", "7860"),
                    help="nginx's port, the one browsers use (default: %(default)s)")  # fmt: skip
     p.add_argument("--threads", type=int, help="PyTorch threads per replica (default: the cores shared out)")
     p.add_argument("--restart-delay", type=float, default=RESTART_DELAY_S, metavar="SECONDS",

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from explorer.analysis.snapshot import MAX_FILE_BYTES
+from explorer.serve import arguments
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "deploy" / "nginx.conf.template"
 FAIL_TIMEOUT_S = 5  # a replica that refused a connection is left out this long, then tried again
@@ -39,7 +40,6 @@ def render(
     ``upstreams``, connecting to them from ``balancer``."""
     parts = {
         "balancer": balancer,
-        "run_dir": str(run_dir),
         "listen": listen,
         "max_upload": f"{MAX_FILE_BYTES // (1024 * 1024) + 1}m",
         "pool_by_cookie": lines(f"{u.name} replica_{u.name};" for u in upstreams),
@@ -47,13 +47,21 @@ def render(
         "servers": lines(server_line(u) for u in upstreams),
         "upstreams_by_replica": "\n".join(by_replica(u, upstreams) for u in upstreams),
     }
-    text = template.read_text()
+    text = quote_run_dir_paths(template.read_text(), run_dir)
     for key, value in parts.items():
         text = text.replace("{{ " + key + " }}", value)
     left = re.findall(r"\{\{ *\w+ *\}\}", text)
     if left:
         raise ValueError(f"{template}: nothing to fill in {', '.join(left)}")
     return text
+
+
+def quote_run_dir_paths(text: str, run_dir: Path) -> str:
+    """Each ``{{ run_dir }}/file`` as one quoted nginx string, so that a folder with a space in its
+    name is one path to nginx (explorer/serve/arguments.py refuses the characters a quoted string
+    cannot hold: $, quotes, backslashes)."""
+    arguments.run_dir(run_dir)  # (raises ValueError for a folder nginx cannot be told about)
+    return re.sub(r"\{\{ *run_dir *\}\}([^\s;]*)", lambda m: f'"{run_dir}{m.group(1)}"', text)
 
 
 def lines(items, indent: int = 8) -> str:

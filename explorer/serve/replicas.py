@@ -10,8 +10,12 @@
    a cookie; why, in the template);
 3. then every second: a replica whose process ended is started again; one that has stopped
    answering ``GET /health`` for ``UNRESPONSIVE_S`` is killed first. nginx meanwhile sends its
-   browsers to the others;
+   browsers to the others. nginx itself, if it ended, is started again at once (its leftover
+   worker, which holds the port, stopped first);
 4. on Ctrl+C or SIGTERM everything it started is stopped: nginx, then the replicas.
+
+Each process it starts leads a process group of its own, and is stopped as a group: nginx's
+worker, which outlives a master killed with SIGKILL and keeps listening on the port, goes with it.
 
 What the replicas share: the key the browser-kept session is encrypted with (required: a page
 moved to another replica brings its session back only if that replica can read it), the workshop
@@ -34,19 +38,22 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from explorer.serve import nginx
+from explorer.serve import arguments, nginx
 from explorer.serve.nginx import Upstream
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_ENV = "DECODER_EXPLORER_BROWSER_SECRET"
 REPLICA_ENV = "DECODER_EXPLORER_REPLICA"  # explorer/ui/health.py reads it
 TRUSTED_PROXY_ENV = "DECODER_EXPLORER_TRUSTED_PROXY"  # explorer/ui/app.py reads it
-MAX_REPLICAS = 8  # each replica holds its own models (~1.7 GB with the embedded ones)
 START_TIMEOUT_S = 300  # a replica loads its models before it answers
 UNRESPONSIVE_S = 30
 # A replica that ended is started again this long after: its pages are moving to the others
 # (each reloads and replays its session) and a replica starting up takes a core for ~10 s.
 RESTART_DELAY_S = 10.0
+# nginx that ends this soon after its start, this many times in a row, is not started again (its
+# port taken by another program, its configuration refused): the supervisor stops and says so.
+NGINX_QUICK_EXIT_S = 10.0
+NGINX_QUICK_EXITS = 3
 
 
 class ServeError(Exception):
@@ -117,8 +124,12 @@ class Supervisor:
         self, count: int, port: int, host: str, run_dir: Path, threads: int | None = None,
         restart_delay_s: float = RESTART_DELAY_S,
     ):  # fmt: skip
-        if not 1 <= count <= MAX_REPLICAS:
-            raise ServeError(f"--replicas must be between 1 and {MAX_REPLICAS} (each holds its own models)")
+        try:
+            count, port, host = arguments.replica_count(count), arguments.port(port), arguments.host(host)
+            threads, run_dir = arguments.threads(threads), arguments.run_dir(run_dir)
+            restart_delay_s = arguments.restart_delay(restart_delay_s)
+        except ValueError as refused:
+            raise ServeError(str(refused)) from None
         self.program = nginx.find_nginx()
         if not self.program:
             raise ServeError("nginx is not installed. On Debian or Ubuntu: sudo apt-get install nginx")
@@ -130,10 +141,16 @@ class Supervisor:
         self.restart_delay_s = restart_delay_s
         self.replicas = [Replica(Upstream(f"r{i + 1}", free_port())) for i in range(count)]
         self.nginx: subprocess.Popen | None = None
+        self.nginx_started_at = 0.0
+        self.nginx_quick_exits = 0
+
+    @property
+    def listen(self) -> str:
+        return arguments.listen_address(self.host, self.port)
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"http://{self.listen}"
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
@@ -143,11 +160,15 @@ class Supervisor:
         for replica in self.replicas:
             self.wait_healthy(replica)
         conf = self.run_dir / "nginx.conf"
-        conf.write_text(nginx.render([r.upstream for r in self.replicas], f"{self.host}:{self.port}", self.run_dir))
+        conf.write_text(nginx.render([r.upstream for r in self.replicas], self.listen, self.run_dir))
         nginx.check(self.program, self.run_dir)
-        self.nginx = self.spawn(nginx.command(self.program, self.run_dir), self.run_dir / "nginx.out", os.environ)
+        self.start_nginx()
         self.wait_until(lambda: answers(self.url), 30, "nginx did not answer; see " + str(self.run_dir))
         self.write_state()
+
+    def start_nginx(self) -> None:
+        self.nginx = self.spawn(nginx.command(self.program, self.run_dir), self.run_dir / "nginx.out", os.environ)
+        self.nginx_started_at = time.monotonic()
 
     def start_replica(self, replica: Replica) -> None:
         env = {
@@ -160,18 +181,24 @@ class Supervisor:
             "PYTHONUNBUFFERED": "1",
         }
         log = self.run_dir / f"replica-{replica.name}.log"
-        replica.process = self.spawn([sys.executable, str(ROOT / "app.py")], log, env)
+        replica.process = self.spawn(self.replica_command(), log, env)
         replica.starts += 1
         replica.last_healthy = time.monotonic()  # (its load time does not count as unresponsive)
         self.say(
             f"replica {replica.name}: started on port {replica.upstream.port} (pid {replica.process.pid}, log {log})"
         )
 
+    @staticmethod
+    def replica_command() -> list[str]:
+        return [sys.executable, str(ROOT / "app.py")]
+
     def spawn(self, argv: list[str], log_path: Path, env) -> subprocess.Popen:
+        """``argv`` in a session (so a process group) of its own, which stop_group stops whole."""
         with open(log_path, "ab") as log:
             return subprocess.Popen(
-                argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
-            )
+                argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
+                start_new_session=True,
+            )  # fmt: skip
 
     def wait_healthy(self, replica: Replica) -> None:
         def healthy() -> bool:
@@ -194,9 +221,9 @@ class Supervisor:
 
     # ------------------------------------------------------------------ watch
     def check_once(self) -> None:
-        """Start again a replica whose process ended; kill one that stopped answering."""
+        """Start again nginx or a replica whose process ended; kill a replica that stopped answering."""
         if self.nginx is not None and self.nginx.poll() is not None:
-            raise ServeError(f"nginx exited with {self.nginx.returncode}; see {self.run_dir}/nginx-error.log")
+            self.restart_nginx(self.nginx.returncode)
         for replica in self.replicas:
             code = replica.process.poll()
             if code is not None:
@@ -205,7 +232,7 @@ class Supervisor:
                 replica.last_healthy = time.monotonic()
             elif time.monotonic() - replica.last_healthy > UNRESPONSIVE_S:
                 self.say(f"replica {replica.name}: no answer for {UNRESPONSIVE_S} s; killing it")
-                replica.process.kill()
+                kill_group(replica.process)
 
     def restart_later(self, replica: Replica, code: int) -> None:
         """Start an ended replica again, ``restart_delay_s`` after its end was seen."""
@@ -218,6 +245,20 @@ class Supervisor:
             replica.ended_at = None
             self.start_replica(replica)
             self.write_state()
+
+    def restart_nginx(self, code: int) -> None:
+        """nginx ended (killed, crashed): its worker may still hold the port, so its whole group is
+        stopped, then it is started again at once (every browser goes through it). One that keeps
+        ending as soon as it starts is given up, with a ServeError that says where to look."""
+        kill_group(self.nginx)
+        quick = time.monotonic() - self.nginx_started_at < NGINX_QUICK_EXIT_S
+        self.nginx_quick_exits = self.nginx_quick_exits + 1 if quick else 0
+        if self.nginx_quick_exits >= NGINX_QUICK_EXITS:
+            raise ServeError(f"nginx exited with {code} {NGINX_QUICK_EXITS} times within {NGINX_QUICK_EXIT_S:.0f} s "
+                             f"of its start; see {self.run_dir}/nginx-error.log")  # fmt: skip
+        self.say(f"nginx: ended with {code}; stopped what was left of it, starting it again")
+        self.start_nginx()
+        self.write_state()
 
     def write_state(self) -> None:
         """``replicas.json`` in the run folder: where everything is (for an operator, and the tests)."""
@@ -236,13 +277,13 @@ class Supervisor:
     def stop(self) -> None:
         """nginx first (no new requests reach a replica that is stopping), then the replicas."""
         if self.nginx is not None:
-            stop_process(self.nginx)
+            stop_group(self.nginx)
         for replica in self.replicas:
             if replica.process is not None:
-                replica.process.terminate()
+                signal_group(replica.process, signal.SIGTERM)
         for replica in self.replicas:
             if replica.process is not None:
-                stop_process(replica.process)
+                stop_group(replica.process)
         self.say("stopped nginx and every replica")
 
     @staticmethod
@@ -250,10 +291,21 @@ class Supervisor:
         print(line, flush=True)
 
 
-def stop_process(process: subprocess.Popen, grace_s: float = 20) -> None:
-    process.terminate()
-    try:
+def signal_group(process: subprocess.Popen, sig: int) -> None:
+    """``sig`` to every process in ``process``'s group (its own: see Supervisor.spawn), also after
+    the leader itself has ended, as long as one of them is left."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, sig)
+
+
+def stop_group(process: subprocess.Popen, grace_s: float = 20) -> None:
+    """SIGTERM to the group, then SIGKILL to whatever of it is left after ``grace_s``."""
+    signal_group(process, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    kill_group(process)
+
+
+def kill_group(process: subprocess.Popen) -> None:
+    signal_group(process, signal.SIGKILL)
+    process.wait()
