@@ -30,6 +30,7 @@ from explorer.ui.layout import (
     PRESENTER_SCRIPT,
     SETTINGS,
     SHOW_FEEDBACK,
+    TAB_SESSION_HEAD,
     TEACHER_LINK_SCRIPT,
     TRANSLATOR_EXAMPLES,
     build_page,
@@ -291,7 +292,7 @@ def start(**kwargs) -> gr.Blocks:
     # No monitoring page: by default Gradio shows any visitor each event's timings and counts
     # (GET /monitoring/summary), and summing them up cost every event (calmer_queue).
     demo.launch(
-        css=CSS, js=PAGE_SCRIPT, theme=theme(), max_file_size=snapshot.MAX_FILE_BYTES,
+        css=CSS, js=PAGE_SCRIPT, head=TAB_SESSION_HEAD, theme=theme(), max_file_size=snapshot.MAX_FILE_BYTES,
         run_history=False, prevent_thread_lock=True, enable_monitoring=False, **kwargs,
     )  # fmt: skip
     workshop_events.add_routes(demo.app)  # the workshop's long poll (POST /workshop/wait), a question, an answer

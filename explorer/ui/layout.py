@@ -78,6 +78,8 @@ PAGE_SCRIPT = (
 TEACHER_LINK_SCRIPT = (
     f"() => {{ const secret = ({TEACHER_LINK})(); window.__decoderTeacherSecret = ''; return secret; }}"
 )
+# In the page's <head>, before Gradio reads the kept session: each tab's own copy first.
+TAB_SESSION_HEAD = static("tab_session.js").replace("__KEY__", BROWSER_KEY)
 PRESENTER_SCRIPT = static("presenter.js")  # presenter mode on or off (a class on the body)
 SHOW_FEEDBACK = static("show_feedback.js")  # after Check: the lesson's feedback scrolled into sight
 LINK_SCRIPT = static("link.js")  # a link's query string made whole with the page's address

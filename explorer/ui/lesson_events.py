@@ -18,6 +18,7 @@ from explorer.analysis import snapshot
 from explorer.analysis.ablation import SwitchedOff
 from explorer.errors import InputError, as_sentence
 from explorer.ui import lifecycle, model_store
+from explorer.ui.layout import SETTINGS
 from explorer.ui.lifecycle import closed_lesson, show_session
 from explorer.ui.render import render
 from explorer.ui.shown import Updates, current_snapshot
@@ -69,9 +70,13 @@ def step_text(number: int, index: int) -> str:
     )
 
 
-def set_up(request: gr.Request, st: ExplorerState | None, number: int, index: int, done) -> Updates:
+def set_up(
+    request: gr.Request, st: ExplorerState | None, number: int, index: int, done,
+    before: snapshot.Snapshot | None = None,
+) -> Updates:  # fmt: skip
     """Put lesson ``number``'s step ``index`` (from 0) on screen: its session, view and question
-    (``done``: what this browser answered, to tick the list; None leaves its ticks as they are)."""
+    (``done``: what this browser answered, to tick the list; None leaves its ticks as they are;
+    ``before``: the user's work to go back to, when it is not the tab's session, as at a page load)."""
     step = lessons.step_of(number, index)
     name = step.setup.model
     session = lessons.posed_session(model_store.get_model(name), step.setup)
@@ -79,7 +84,7 @@ def set_up(request: gr.Request, st: ExplorerState | None, number: int, index: in
     layer = posed.layer if posed.layer is not None else step.setup.layer
     head = posed.head if posed.head is not None else step.setup.head
     view = snapshot.snapshot_of(name, session, layer=layer, head=head, query=posed.query, tab=step.setup.tab)
-    before = kept_work(st)
+    before = kept_work(st) or before
     out = show_session(request, st, name, session, view)
     st = out["state"]
     st.lesson = LessonAt(number, index, posed, name, session, len(session.token_ids), before)
@@ -172,15 +177,37 @@ def current_step(st: ExplorerState | None) -> LessonAt:
 
 def on_load(request: gr.Request, model_name, *inputs, progress=gr.Progress(track_tqdm=True)) -> Updates:
     """The page's first load: a lesson link's step (``?lesson=3&step=2``), else what the page
-    opens without one (``lifecycle.on_load``, whose inputs and name, the API's ``/on_load``, it keeps)."""
+    opens without one (``lifecycle.on_load``, whose inputs and name, the API's ``/on_load``, it keeps).
+
+    A lesson link opened in a tab with the user's own work (the session this tab kept) keeps that
+    work: "Back to your text" brings it back, and the tab's kept copy is left as it was, so that
+    the browser's Back (a load without the link) and a reload bring it back too."""
     try:
         linked = linked_step(request.query_params)
         if linked is not None:
             progress(0, desc=f"Setting up lesson {linked[0]}, step {linked[1] + 1}")
-            return set_up(request, None, *linked, done=None)
+            out = set_up(request, None, *linked, done=None, before=own_work(kept_of(inputs)))
+            out.pop("kept", None)
+            return out
     except USER_ERRORS as error:
         gr.Warning(f"This lesson link cannot be opened: {as_sentence(error)} The explorer opens as usual.")
     return lifecycle.on_load(request, model_name, *inputs, progress=progress)
+
+
+def kept_of(inputs: tuple):
+    """The kept session among the page load's inputs: after the settings, where an API caller may leave it out."""
+    return inputs[len(SETTINGS)] if len(inputs) > len(SETTINGS) else None
+
+
+def own_work(kept_session) -> snapshot.Snapshot | None:
+    """The session this tab kept, if it can be restored; None for none, or for one that cannot
+    (``lifecycle.on_load`` says why when it is asked to restore it)."""
+    if kept_session is None:
+        return None
+    try:
+        return snapshot.checked_snapshot(kept_session)
+    except USER_ERRORS:
+        return None
 
 
 def on_progress(done) -> Updates:

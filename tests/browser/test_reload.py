@@ -18,6 +18,7 @@ from tests.browser.helpers import (
     wait_plot_title,
     wait_token_count,
 )
+from tests.browser.test_lessons_ui import wait_step
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -107,23 +108,68 @@ def test_a_server_restart_between_two_page_loads_loses_nothing(browser):
     context.close()
 
 
-def test_a_reload_brings_back_the_tab_that_changed_last(browser, app_url):
-    """docs/serving.md: two tabs of one browser share its storage; a reload shows the one that
-    changed last."""
+def own_work(tab, url: str, text: str) -> list[str]:
+    """``text`` typed and stepped once in ``tab`` (opened at ``url``); returns the tokens."""
+    tab.set_default_timeout(120_000)
+    tab.goto(url)
+    wait_ready(tab)
+    type_prompt(tab, text)
+    tab.click("#step")
+    tab.wait_for_function("() => document.querySelector('#status').innerText.includes('1 generated')")
+    idle(tab)
+    return tokens(tab)
+
+
+def shows_work(tab, text: str, expected_tokens: list[str]) -> None:
+    tab.wait_for_function("t => document.querySelector('#prompt textarea').value === t", arg=text)
+    tab.wait_for_function("n => document.querySelectorAll('#token-strip .token').length === n",
+                          arg=len(expected_tokens))  # fmt: skip
+    idle(tab)
+    assert tokens(tab) == expected_tokens
+
+
+def test_each_tab_keeps_its_own_session_and_a_new_tab_gets_the_last_changed(browser, app_url):
+    """Issue 40, item 16: two tabs of one browser each get their own session back at a reload
+    (it was the tab that changed last: the first tab's work was one reload from gone); a new tab
+    opens with the session that changed last."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     first, second = context.new_page(), context.new_page()
-    for tab, text in ((first, "The first tab's own words"), (second, "Words the second tab typed")):
-        tab.set_default_timeout(120_000)
-        tab.goto(app_url)
-        wait_ready(tab)
-        type_prompt(tab, text)
-        tab.click("#step")
-        tab.wait_for_function("() => document.querySelector('#status').innerText.includes('1 generated')")
-        idle(tab)
+    texts = {"first": "The first tab's own words", "second": "Words the second tab typed"}
+    first_tokens = own_work(first, app_url, texts["first"])
+    second_tokens = own_work(second, app_url, texts["second"])
     first.reload()
     wait_ready(first)
-    first.wait_for_function("() => document.querySelector('#status').innerText.includes('1 generated')")
-    assert first.locator("#prompt textarea").input_value() == "Words the second tab typed"
+    shows_work(first, texts["first"], first_tokens)
+    second.reload()
+    wait_ready(second)
+    shows_work(second, texts["second"], second_tokens)
+    third = context.new_page()
+    third.set_default_timeout(120_000)
+    third.goto(app_url)
+    wait_ready(third)
+    shows_work(third, texts["second"], second_tokens)
+    context.close()
+
+
+def test_a_lesson_link_opened_over_own_work_keeps_it(browser, app_url):
+    """Issue 40, item 16: a lesson link opened in a tab with the user's own work offers "Back to
+    your text", and the browser's Back brings that work back too."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    tab = context.new_page()
+    mine = "My own sentence about the river"
+    work = own_work(tab, app_url, mine)
+    tab.goto(app_url.rstrip("/") + "/?lesson=1&step=2")
+    wait_step(tab, 1, 1)
+    tab.wait_for_selector("#lesson-back", state="visible")
+    assert tab.locator("#prompt textarea").input_value() != mine
+    shot(tab, "lesson-link-over-own-work")
+    tab.go_back()
+    wait_ready(tab)
+    shows_work(tab, mine, work)
+    tab.go_forward()
+    wait_step(tab, 1, 1)
+    tab.click("#lesson-back")
+    shows_work(tab, mine, work)
     context.close()
 
 
@@ -132,7 +178,9 @@ def test_foreign_storage_gives_a_new_session(page):
     app, an old version, an edit by hand): a new session on the default model, and no error."""
     page.click("#step")
     page.wait_for_function("() => document.querySelector('#status').innerText.includes('1 generated')")
-    page.evaluate("() => localStorage.setItem('decoder-explorer-session', 'not what the explorer wrote')")
+    page.evaluate("""() => {  // what this tab holds (its own copy) and what a new tab would read
+        localStorage.setItem('decoder-explorer-session', 'not what the explorer wrote');
+        sessionStorage.setItem('decoder-explorer-session', 'not what the explorer wrote'); }""")
     page.reload()
     wait_ready(page)
     idle(page)
