@@ -124,7 +124,7 @@ BRANCHES = {
     "text": "with another text",
     "sampling": "with other sampling settings",
     "cache-off": "with the KV cache off",
-    "full-cache": "with the full cache (run A under a cache policy: the KV-cache lab's Step under it)",
+    "full-cache": "with the full cache (run A under a cache policy: the KV-cache lab's 'Switch this session to it')",
 }
 
 
@@ -149,7 +149,8 @@ def branch_of(session: GenerationSession, kind: str, **settings) -> GenerationSe
     elif kind == "full-cache":
         if not session.under_policy:
             raise InputError(
-                "Run A keeps the full cache already: choose a policy and Step under it in the KV cache tab."
+                "Run A keeps the full cache already: choose a policy and press 'Switch this session to it' "
+                "in the KV cache tab."
             )
         b = session.started_again(cache_policy=None)
     else:

@@ -149,30 +149,58 @@
     return [1, 2, 5, 10].map((m) => m * ten).find((s) => s >= raw);
   }
 
-  // Masked cells (NaN: the future) hatched over their colour, one path for all of them, so that
-  // they are told from a zero weight without relying on hue (explorer/viz/colours.py).
-  function hatchMasked(parts, grid, r0, r1, c0, c1, box) {
+  // Masked cells (NaN) drawn over their colour, one path for each kind, so that they are told
+  // from a zero weight without relying on hue (explorer/viz/colours.py): the model's own mask (a
+  // later token, or one outside a sliding window) hatched; a key a cache policy had evicted
+  // (layout.meta.evicted_by) dotted, so the two are never mistaken for each other (issue 40).
+  const PATTERNS = {
+    masked: `<line x1="0" y1="0" x2="0" y2="7" stroke="#6e6e6e" stroke-width="1.2"/>`,
+    evicted: `<circle cx="2" cy="2" r="1.3" fill="#8c2d04"/><circle cx="5.5" cy="5.5" r="1.3" fill="#8c2d04"/>`,
+  };
+  function pattern(parts, kind) {
+    const id = `${kind}-${Math.random().toString(36).slice(2, 9)}`;
+    const turn = kind === "masked" ? ` patternTransform="rotate(45)"` : "";
+    parts.push(`<pattern id="${id}" width="7" height="7" patternUnits="userSpaceOnUse"${turn}>${PATTERNS[kind]}</pattern>`);
+    return `url(#${id})`;
+  }
+
+  function hatchMasked(parts, grid, trace, evictedBy, r0, r1, c0, c1, box) {
     const cw = box.w / (c1 - c0),
       rh = box.h / (r1 - r0);
-    let path = "";
+    const paths = { masked: "", evicted: "" };
+    const kindOf = (r, c) => (evictedBy && position(trace.x[c]) <= position(trace.y[r]) ? "evicted" : "masked");
     for (let r = r0; r < r1; r++) {
-      let start = -1;
+      let start = -1,
+        kind = null;
       for (let c = c0; c <= c1; c++) {
         const empty = c < c1 && Number.isNaN(grid.values[r * grid.cols + c]);
-        if (empty && start < 0) start = c;
-        if (!empty && start >= 0) {
+        const now = empty ? kindOf(r, c) : null;
+        if (start >= 0 && now !== kind) {
           const x = box.x + (start - c0) * cw,
             y = box.y + (r - r0) * rh;
-          path += `M${x.toFixed(1)} ${y.toFixed(1)}h${((c - start) * cw).toFixed(1)}v${rh.toFixed(1)}h${(-(c - start) * cw).toFixed(1)}Z`;
+          paths[kind] += `M${x.toFixed(1)} ${y.toFixed(1)}h${((c - start) * cw).toFixed(1)}v${rh.toFixed(1)}h${(-(c - start) * cw).toFixed(1)}Z`;
           start = -1;
         }
+        if (empty && start < 0) [start, kind] = [c, now];
       }
     }
-    if (!path) return;
-    const id = `hatch-${Math.random().toString(36).slice(2, 9)}`;
-    parts.push(`<pattern id="${id}" width="7" height="7" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">
-      <line x1="0" y1="0" x2="0" y2="7" stroke="#6e6e6e" stroke-width="1.2"/></pattern>`);
-    parts.push(`<path class="masked" d="${path}" fill="url(#${id})"/>`);
+    for (const [kind, path] of Object.entries(paths)) {
+      if (path) parts.push(`<path class="${kind}" d="${path}" fill="${pattern(parts, kind)}"/>`);
+    }
+    return Boolean(paths.evicted);
+  }
+
+  // Which marking is which, in two lines above the plot, where a cache policy left some keys out
+  // (explorer/viz/heatmap.py leaves room for them).
+  function maskLegend(parts, evictedBy, box) {
+    const size = 11 * textScale,
+      swatch = 11 * textScale;
+    const entry = (kind, y, words) =>
+      `<rect x="${box.x}" y="${y}" width="${swatch}" height="${swatch}" fill="${pattern(parts, kind)}" stroke="#6e6e6e" stroke-width="0.5"/>` +
+      `<text x="${box.x + swatch + 4}" y="${y + swatch / 2}" dominant-baseline="middle" font-size="${size}">${escapeText(words)}</text>`;
+    const first = entry("masked", box.y - 31 * textScale, "hatched: a later token (the causal mask)");
+    const second = entry("evicted", box.y - 16 * textScale, `dotted: evicted from the cache by ${evictedBy}`);
+    parts.push(`<g class="mask-legend">${first}${second}</g>`);
   }
 
   function drawMain(parts, cells, figure, box) {
@@ -186,7 +214,8 @@
       yOf = (i) => box.y + (i - r0 + 0.5) * rh; // a cell's centre
     const rowEdge = (v) => box.y + (v + 0.5 - r0) * rh; // v in rows: -0.5 is the first row's top
     cells.push(place(paintCells(grid, trace, r0, r1, c0, c1, layout.plot_bgcolor || "#ffffff"), box));
-    hatchMasked(parts, grid, r0, r1, c0, c1, box);
+    const evictedBy = layout.meta?.evicted_by || "";
+    if (hatchMasked(parts, grid, trace, evictedBy, r0, r1, c0, c1, box)) maskLegend(parts, evictedBy, box);
     for (const shape of layout.shapes || []) {
       if (shape.xref !== "x") continue;
       const y0 = Math.max(box.y, rowEdge(shape.y0)),

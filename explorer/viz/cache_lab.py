@@ -15,6 +15,11 @@ GRID_COLORS = [
 ]  # fmt: skip
 POLICY_COLORS = {"window": "#d94801", "sinks": "#238b45", "sinks_cache": "#74c476", "heavy_hitters": "#6a51a3",
                  "key_norm": "#8c6d31", "int8": "#2171b5", "int4": "#6baed6"}  # fmt: skip
+# The legend between the title and the plot: below it, it sat over the x axis's title (issue 40).
+TITLE_AT_TOP = {"x": 0.01, "font": {"size": 13}, "y": 0.97, "yanchor": "top"}  # clear of the legend under it
+# (Shown also while a trace is empty: the top token never changed.)
+LEGEND_ABOVE = {"legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"},
+                "showlegend": True}  # fmt: skip
 KIND_NAMES = {"sinks_cache": "sinks, positions in the cache", "heavy_hitters": "heavy hitters", "key_norm": "key norm"}
 
 
@@ -65,11 +70,10 @@ def divergence_figure(run: PolicyRun) -> Figure:
     where = "never departs" if first is None else f"first departs after position {first}"
     layout = {
         "title": {"text": f"{run.policy.label()} against the full cache<br><sub>holds {1 - run.saving:.0%} of "
-                          f"its bytes · greedy text {where}</sub>", "x": 0.01, "font": {"size": 13}},
+                          f"its bytes · greedy text {where}</sub>", **TITLE_AT_TOP},
         "xaxis": {"title": {"text": "position the step read last"}, "automargin": True},
         "yaxis": {"title": {"text": "KL, nats"}, "rangemode": "tozero", "automargin": True},
-        "height": 320, "margin": {"l": 60, "r": 10, "t": 70, "b": 80},
-        "legend": {"orientation": "h", "x": 0, "y": -0.25, "yanchor": "top"},
+        "height": 340, "margin": {"l": 60, "r": 10, "t": 100, "b": 50}, **LEGEND_ABOVE,
     }  # fmt: skip
     return {"data": traces, "layout": layout}
 
@@ -94,13 +98,12 @@ def budget_curve_figure(rows: list, n_tokens: int, start: int) -> Figure:
     layout = {
         "title": {"text": f"Perplexity by budget, against the full cache's ({full:.2f})<br><sub>{n_tokens:,} tokens, "
                           f"positions from {start} scored · dashed: quantized, every position</sub>",
-                  "x": 0.01, "font": {"size": 13}},
+                  **TITLE_AT_TOP},
         "xaxis": {"title": {"text": "budget: keys a query reads"}, "type": "log", "tickvals": budgets,
                   "automargin": True},
         "yaxis": {"title": {"text": "perplexity / full cache's"}, "type": "log", "automargin": True},
         "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
                     "line": {"color": "#555", "width": 1, "dash": "dot"}}],
-        "height": 400, "margin": {"l": 60, "r": 10, "t": 70, "b": 110},
-        "legend": {"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top"},
+        "height": 420, "margin": {"l": 60, "r": 10, "t": 110, "b": 50}, **LEGEND_ABOVE,
     }  # fmt: skip
     return {"data": traces, "layout": layout}

@@ -44,6 +44,9 @@ def hidden_keys(n_queries: int, n_keys: int, query_offset: int = 0, window: int 
     return hidden
 
 
+EVICTED_LEGEND_PX = 36  # room above the plot for the two lines that tell hatched from dotted cells
+
+
 def window_note(window: int | None, n_positions: int) -> str:
     """What a heatmap's title adds when a sliding window hides some of the past, else nothing."""
     if window is None or n_positions <= window:
@@ -88,7 +91,8 @@ def attention_heatmap(
     if causal and window is not None:
         layout["meta"] = {"window": window}  # heatmap.js: why a masked cell is masked
     if evicted is not None and evicted.any():
-        layout["meta"] = {"evicted_by": evicted_by}
+        layout["meta"] = {"evicted_by": evicted_by}  # heatmap.js dots these cells and says so above the plot
+        layout["margin"] = {**layout["margin"], "t": layout["margin"]["t"] + EVICTED_LEGEND_PX}
     if selected_query is not None and 0 <= selected_query < n_q:
         layout["shapes"] = [{
             "type": "rect", "xref": "x", "yref": "y", "x0": -0.5, "x1": n_k - 0.5, "y0": selected_query - 0.5,

@@ -43,8 +43,8 @@ def head_levels(
 
     A square gamma makes small weights visible; masked cells (the future, and what a sliding
     ``window`` leaves behind, and the keys a cache policy had evicted: ``evicted``, (heads,
-    queries, keys)) are the mask colour, hatched (explorer.viz.colours: told from a zero weight
-    without relying on hue).
+    queries, keys)) are the mask colour, hatched, the evicted ones dotted instead (explorer.viz.colours:
+    told from a zero weight without relying on hue, and an evicted key from a later one).
     """
     _, n_q, n_k = attention.shape  # (heads, queries, keys)
     # Nearest-neighbour resize to exactly size x size: sample the cells first, then colour only
@@ -60,10 +60,12 @@ def head_levels(
     w = np.clip(attention[:, rows, cols], 0.0, 1.0) ** gamma  # (heads, size, size): every head at once
     levels = np.rint(w * (LEVELS - 1)).astype(np.uint8)
     masked = np.broadcast_to(masked, levels.shape)  # (heads, size, size)
-    if evicted is not None:
-        masked = masked | evicted[:, rows, cols]
     levels[masked] = MASK
     levels[masked & hatch_lines(size)] = HATCH
+    if evicted is not None:  # dotted, not hatched: never mistaken for the model's own mask
+        evicted_only = evicted[:, rows, cols] & ~masked
+        levels[evicted_only] = MASK
+        levels[evicted_only & hatch_dots(size)] = HATCH
     return levels
 
 
@@ -85,6 +87,13 @@ def hatch_lines(size: int) -> np.ndarray:
     """(size, size) True on every HATCH_EVERY-th diagonal (bottom left to top right)."""
     pixel = np.arange(size)
     return (pixel[:, None] + pixel[None, :]) % HATCH_EVERY == 0
+
+
+@functools.lru_cache(maxsize=4)
+def hatch_dots(size: int) -> np.ndarray:
+    """(size, size) True on a dot every HATCH_EVERY pixels each way (evicted keys)."""
+    pixel = np.arange(size) % HATCH_EVERY < 2
+    return pixel[:, None] & pixel[None, :]
 
 
 def head_grid(

@@ -144,3 +144,57 @@ def test_stepping_under_a_policy_hatches_the_evicted_keys_and_a_reload_keeps_it(
     open_lab(page)
     page.click("#lab-full")
     page.wait_for_function("() => !document.querySelector('#status').innerText.includes('cache:')")
+
+
+def boxes_overlap(page, selector: str, first: str, second: str) -> bool:
+    """Whether the boxes of ``first`` and ``second`` inside ``selector`` (both must be drawn) cross."""
+    return page.evaluate(
+        """([root, a, b]) => {
+            const [p, q] = [a, b].map(s => document.querySelector(root + ' ' + s).getBoundingClientRect());
+            return p.left < q.right && q.left < p.right && p.top < q.bottom && q.top < p.bottom; }""",
+        [selector, first, second],
+    )
+
+
+def test_the_lab_tells_evicted_keys_from_the_mask_and_its_legend_from_its_axis(page):
+    """Issue 40, item 17: the divergence chart's legend is clear of its axis title; evicted keys
+    are drawn unlike the causal mask's later tokens, and the heatmap says which is which; the
+    button that puts the session under a policy is named for what it does (it does not step)."""
+    n = len(tokens(page))
+    for i in range(1, 7):
+        page.click("#step")
+        wait_token_count(page, n + i)
+    idle(page)
+    open_lab(page)
+    set_number(page, "lab-budget", "8")
+    set_number(page, "lab-sinks", "2")
+    page.click("#lab-run")
+    wait_plot_title(page, "lab-divergence", "against the full cache")
+    page.wait_for_selector("#lab-divergence .legend")
+    shot(page, "cache-lab-divergence-legend")
+    assert not boxes_overlap(page, "#lab-divergence", ".legend", ".g-xtitle")
+    assert not boxes_overlap(page, "#lab-divergence", ".legend", ".g-gtitle")
+
+    button = page.inner_text("#lab-apply")
+    assert "Step" not in button and "session" in button
+    page.click("#lab-apply")
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('cache: sinks 2 + window 6')")
+    idle(page)
+    assert len(tokens(page)) == n + 6  # switched, not stepped
+    page.click("button[role=tab]:has-text('Self-attention')")
+    page.wait_for_function(
+        "() => { const g = document.querySelector('#self-attention .attention-figure');"
+        " return g && g.layout && g.layout.meta && g.layout.meta.evicted_by === 'sinks 2 + window 6'; }"
+    )
+    page.wait_for_selector("#self-attention svg path.evicted", state="attached")
+    fills = page.evaluate(
+        """() => Object.fromEntries(['masked', 'evicted'].map(kind => {
+            const path = document.querySelector('#self-attention svg path.' + kind);
+            const id = path.getAttribute('fill').slice(5, -1);
+            return [kind, document.getElementById(id).innerHTML]; }))"""
+    )
+    assert fills["masked"] != fills["evicted"]
+    legend = page.text_content("#self-attention .mask-legend")
+    assert "hatched: a later token" in legend and "dotted: evicted from the cache by sinks 2 + window 6" in legend
+    assert not boxes_overlap(page, "#self-attention", ".mask-legend", ".attention-cells")
+    shot(page, "cache-lab-evicted-dotted")

@@ -41,8 +41,9 @@ which is where greedy text under the policy would first depart. A window alone s
 first token, which many heads use as a resting place (an *attention sink*): keep a few first
 tokens and the damage mostly goes away (StreamingLLM). H2O keeps the keys that received the most
 attention; key norm keeps the smallest keys; SnapKV presses the prompt once, keeping the keys its
-last queries read most; KIVI stores old keys and values as 8- or 4-bit integers. **Step under it**
-runs this session on the policy: the heatmaps hatch the keys evicted before each query ran.
+last queries read most; KIVI stores old keys and values as 8- or 4-bit integers. **Switch this
+session to it** reads this session's tokens again under the policy, and your Steps from then on run
+under it: the heatmaps dot the keys it had evicted before each query ran (hatched: a later token).
 **Budget curve** scores every policy at three budgets on a shipped text."""
 
 POLICIES = [  # (what the menu shows, the value it sends)
@@ -84,7 +85,7 @@ def layout(page: Page) -> None:
             with gr.Row():
                 page.add(
                     lab_run=gr.Button("Run the policy on this text", variant="primary", elem_id="lab-run"),
-                    lab_apply=gr.Button("Step under it", elem_id="lab-apply"),
+                    lab_apply=gr.Button("Switch this session to it", elem_id="lab-apply"),
                     lab_full=gr.Button("Full cache again", elem_id="lab-full"),
                     lab_curve_button=gr.Button("Budget curve (half a minute)", elem_id="lab-curve-button"),
                 )
