@@ -20,7 +20,7 @@ from explorer.analysis import snapshot
 from explorer.batching import MAX_BATCH
 from explorer.loading.checkpoints import import_tokenizer_classes
 from explorer.serve.replicas import SECRET_ENV, TRUSTED_PROXY_ENV
-from explorer.ui import absent_packages, api, events, health, lesson_events, lifecycle, workshop_events
+from explorer.ui import absent_packages, api, events, health, lesson_events, lifecycle, source, workshop_events
 from explorer.ui.blocks import ExplorerBlocks
 from explorer.ui.layout import (
     CSS,
@@ -297,6 +297,7 @@ def start(**kwargs) -> gr.Blocks:
     )  # fmt: skip
     workshop_events.add_routes(demo.app)  # the workshop's long poll (POST /workshop/wait), a question, an answer
     health.add_routes(demo.app)  # GET /health: a replica is alive; a page learns its server changed
+    source.add_routes(demo.app)  # GET /source/explorer/model/<file>.py: the Architecture tab's link
     return demo
 
 

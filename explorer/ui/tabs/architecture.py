@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from explorer.ui import insights
+from explorer.ui import insights, source
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, shown_plot
 from explorer.ui.views import ExplorerState
@@ -17,8 +17,9 @@ vector per layer, key/value head and position; grouped-query attention shares th
 query heads, which is how small models keep the cache small. A T5 model has no position
 vectors at all: each head adds a learned amount to a score for each distance between query and
 key, the same beyond a maximum distance (with a T5 model, a chart on this tab shows it).
-The attention formula itself, as code: the first function of `explorer/model/attention.py`,
-one line per step (scores, bias, mask, softmax, the weighted values)."""
+The attention formula itself, as code: the first function of
+[`explorer/model/attention.py`]({link}) (this server's own copy, as text), one line per step
+(scores, bias, mask, softmax, the weighted values).""".format(link=source.link("attention.py"))
 
 FIGURES = ("architecture_info", "cost_info", "bias_plot")
 MODEL_VIEWS = ("bias_plot",)
