@@ -126,6 +126,8 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     page.stop_button.click(on(page, events.on_stop), [page.state], step_outputs, queue=False, cancels=[generate])
     page.undo_button.click(on(page, events.on_undo), [page.state], step_outputs, trigger_mode="multiple", **quick)
     page.reset_button.click(on(page, events.on_reset), [page.state, *settings], everything)
+    # A refusal of the box's text is no longer true once the text changes: cleared in the page.
+    page.text.input(None, None, [page.prompt_note], js="() => ''", queue=False)
     page.candidates.select(on(page, events.on_candidate), [page.state], step_outputs, **quick)
     page.use_cache.input(
         on(page, events.on_cache_toggle), [page.state, page.use_cache], p("cache_info", "status", "kept")

@@ -21,7 +21,17 @@ from explorer.errors import InputError
 from explorer.ui import views
 from explorer.ui.render import render, tab_views
 from explorer.ui.shown import Updates, kept_value
-from explorer.ui.tab import NO_MODEL, PROFILE_ENV, USER_ERRORS, current, log, new_session, require, tab_event
+from explorer.ui.tab import (
+    NO_MODEL,
+    PROFILE_ENV,
+    USER_ERRORS,
+    TextRefused,
+    current,
+    log,
+    new_session,
+    require,
+    tab_event,
+)  # fmt: skip
 from explorer.ui.views import ExplorerState
 from explorer.viz.colours import SCALES
 
@@ -82,7 +92,9 @@ def on_generate(st, limit, *settings):
             yield views_now
     except USER_ERRORS as error:  # e.g. an empty prompt, or a context window filled during the run
         gr.Warning(str(error))
-        if not figures_behind:
+        if isinstance(error, TextRefused):
+            yield {"prompt_note": error.note()}  # under the box until its text changes
+        elif not figures_behind:
             yield gr.skip()  # a generator must yield something; the page stays as it was
     finally:  # also when Gradio cancels the run (Stop)
         if st is not None:

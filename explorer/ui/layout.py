@@ -137,10 +137,13 @@ def build_page(browser_secret: str) -> Page:
             page.add(**model_choice())
         with gr.Column(scale=3, min_width=300):
             page.add(
+                # At most 5 lines tall, scrolling inside: a long text must not push the views down.
                 text=gr.Textbox(
-                    label="Prompt", value=os.environ.get(TEXT_ENV) or DECODER_EXAMPLES[0], lines=2, max_lines=12,
+                    label="Prompt", value=os.environ.get(TEXT_ENV) or DECODER_EXAMPLES[0], lines=2, max_lines=5,
                     elem_id="prompt",
-                )
+                ),
+                # A refused text (too long, no tokens) is said here until the box changes (tab.TextRefused).
+                prompt_note=gr.Markdown("", elem_id="prompt-note"),
             )  # fmt: skip
         with gr.Column(scale=3, min_width=280):
             page.add(**buttons())

@@ -18,7 +18,7 @@ from explorer.ui.views import MEAN, ExplorerState
 
 SESSION_BUTTONS = ("step_button", "generate_button", "undo_button", "reset_button")
 # What only a new session changes besides the step views.
-SESSION_VIEWS = ("layer", "head", "source", "source_note")
+SESSION_VIEWS = ("layer", "head", "source", "source_note", "prompt_note")
 
 
 @functools.cache
@@ -98,6 +98,7 @@ def session_views(st: ExplorerState) -> Updates:
         ),
         "source": gr.HighlightedText(value=views.source_strip(session) if translator else None, visible=translator),
         "source_note": gr.Markdown(value=note or "", visible=note is not None),
+        "prompt_note": "",  # the box's text is the session's again: no refusal to keep saying
     }
 
 

@@ -31,6 +31,17 @@ NO_MODEL = "No model is loaded yet: choose one from the Model list."
 # The project's own errors become warnings; anything else is a bug and fails loudly (log, tests).
 USER_ERRORS = (InputError, ModelLoadError, ContextWindowError)
 
+
+class TextRefused(InputError):
+    """A new text in the box that cannot start a session (too long, no tokens) while the previous
+    text's session stays on screen. Said under the box until the text changes (``prompt_note``),
+    not only in a warning that fades: the box and the tokens below it now disagree."""
+
+    def note(self) -> str:
+        return (f"**The text in the box is not the one shown below.** {self} "
+                "The tokens on screen are still those of the previous text.")  # fmt: skip
+
+
 log = logging.getLogger("decoder_explorer")
 PROFILE_ENV = "DECODER_EXPLORER_PROFILE"  # set: callbacks log how long they took (bench/bench_ui.py, bench_load.py)
 # Weak: Gradio owns the states.
@@ -49,6 +60,9 @@ def tab_event(handler: Callable) -> Callable:
         with st.lock if st is not None else contextlib.nullcontext():
             try:
                 return handler(*args, **kwargs)
+            except TextRefused as error:
+                gr.Warning(str(error))
+                return {"prompt_note": error.note()}
             except USER_ERRORS as error:
                 gr.Warning(str(error))
                 return gr.skip()
@@ -96,7 +110,12 @@ def current(st, text_value, chat_value, *settings) -> tuple[ExplorerState, bool]
         or session.text != text_value
         or session.chat != bool(chat_value and session.loaded.has_chat_template)
     ):
-        return new_session(st, text_value, chat_value, *settings), True
+        try:
+            return new_session(st, text_value, chat_value, *settings), True
+        except InputError as error:
+            if session is None:
+                raise
+            raise TextRefused(str(error)) from None
     return st, False
 
 

@@ -100,6 +100,11 @@ def test_head_roles_overview_opens_a_head(page):
     layer, head = 5, 4
     image.click(position={"x": (LEFT + head * (SQUARE + GAP) + SQUARE / 2) * scale,
                           "y": (TOP + layer * (SQUARE + GAP) + SQUARE / 2) * scale})  # fmt: skip
+    # Issue 40, item 19: the click takes the user to the head's self-attention (it left them on Head roles).
+    wait_plot_title(page, "self-attention", f"layer {layer}, head {head}")
+    assert page.inner_text("#views button[role=tab][aria-selected=true]") == "Self-attention"
+    assert page.locator("#head input").input_value() == f"head {head}"
+    open_tab(page, "Head roles")
     wait_plot_title(page, "role-head", f"layer {layer}, head {head}")
     # The plotted data is that head's: each row's strongest key as the session API computes it.
     assert plot(page, "role-head")["traces"][0]["argmax"] == expected_argmax(PROMPT, 4, layer, head)
@@ -159,6 +164,10 @@ def test_architecture_and_the_cost_of_a_step(page):
     cost = page.inner_text("#step-cost")
     assert "cache on" in cost and f"× {n} positions × 4 bytes" in cost and "✓" in cost
     shot(page, "insights-architecture")
+    # Issue 40, item 18: the attention code is a link to this server's copy of the file, as text.
+    link = page.locator("#views a:has-text('explorer/model/attention.py')").first
+    source = page.request.get(link.evaluate("a => a.href"))
+    assert source.ok and source.headers["content-type"].startswith("text/plain") and "def " in source.text()
     page.click("#kv-cache input[type=checkbox]")
     idle(page)
     page.click("#step")
@@ -271,3 +280,44 @@ def test_a_link_reopens_model_input_settings_and_step(page, browser):
     other.wait_for_function("n => document.querySelectorAll('#token-strip .token').length === n", arg=n)
     wait_plot_title(other, "logit-lens", f"After {n - 1}")
     other.context.close()
+
+
+def test_a_refused_prompt_is_said_until_the_box_changes_and_a_long_one_scrolls_in_its_box(page):
+    """Issue 40, item 19: a prompt too long for the model is refused under the box (not only in a
+    warning that fades), saying that the box differs from what is shown, until its text changes;
+    a long text scrolls inside a box of at most five lines, and the heatmap stays in sight."""
+    n = len(tokens(page))
+    heatmap_top = page.locator("#self-attention .attention-figure").bounding_box()["y"]
+    type_prompt(page, "word " * 1800)  # more tokens than the explorer takes
+    box = page.locator("#prompt textarea")
+    page.wait_for_function("() => document.querySelector('#prompt textarea').scrollHeight > 300")
+    assert box.bounding_box()["height"] < 150
+    assert page.locator("#self-attention .attention-figure").bounding_box()["y"] < heatmap_top + 60
+    page.click("#step")
+    page.wait_for_function("() => document.querySelector('#prompt-note').innerText.includes('tokens long')")
+    note = page.inner_text("#prompt-note")
+    assert "The text in the box is not the one shown below" in note and "previous text" in note
+    idle(page)
+    assert len(tokens(page)) == n  # the old session stays on screen, as the note says
+    page.wait_for_selector("[data-testid=toast-body]", state="detached")  # the warning has gone ...
+    assert "tokens long" in page.inner_text("#prompt-note")  # ... the note has not
+    shot(page, "prompt-refused-note")
+    type_prompt(page, "A short text again")
+    box.press("End")  # an input event, as typing sends
+    box.type(".")
+    page.wait_for_function("() => !document.querySelector('#prompt-note').innerText.trim()")
+
+
+def test_the_model_name_fits_at_640_pixels(browser, app_url):
+    """Issue 40, item 19: at 640 px wide the model's name and kind were cut off in their box."""
+    context = browser.new_context(viewport={"width": 640, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(120_000)
+    page.goto(app_url)
+    wait_ready(page)
+    fits = page.evaluate(
+        "() => { const i = document.querySelector('#model input'); return [i.scrollWidth, i.clientWidth]; }"
+    )
+    shot(page, "model-name-640")
+    assert fits[0] <= fits[1], fits
+    context.close()
