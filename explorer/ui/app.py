@@ -158,7 +158,8 @@ def wire_lessons(page: Page, shown: set) -> None:
     page.lesson.input(on(page, lesson_events.on_lesson), [page.lesson, page.state, done], shown)
     page.lesson_next.click(on(page, lesson_events.on_lesson_next), [page.state, done], shown)
     page.lesson_back.click(on(page, lesson_events.on_lesson_back), [page.state], shown)
-    checked = p("lesson_feedback", "lessons_done", "lesson")
+    # Check may first put the step's own view back (the question is about it): every view.
+    checked = {*shown, *p("lessons_done")}
     # The answer appears where the eye is: at 1280x720 the feedback sits below the fold.
     page.lesson_check.click(
         on(page, lesson_events.on_lesson_check), [page.state, page.lesson_answer, done], checked
@@ -182,8 +183,10 @@ def wire_workshop(page: Page, shown: set) -> None:
     page.workshop_follow_sync.click(on(page, workshop_events.on_follow_sync), [state], shown, **hidden)
     page.workshop_follow.input(on(page, workshop_events.on_follow), [state, page.workshop_follow], shown)
     page.workshop_back.click(on(page, workshop_events.on_back), [state], shown)
+    # Asking a lesson step's question may first put the step's own view back: every view.
+    page.workshop_ask.click(on(page, workshop_events.on_ask), [state], shown)
     for button, callback in (
-        (page.workshop_ask, workshop_events.on_ask), (page.workshop_ask_next, workshop_events.on_ask_next),
+        (page.workshop_ask_next, workshop_events.on_ask_next),
         (page.workshop_reveal, workshop_events.on_reveal), (page.workshop_again, workshop_events.on_again),
     ):  # fmt: skip
         button.click(on(page, callback), [state], panel)

@@ -26,7 +26,16 @@ from explorer import lessons
 from explorer.analysis import snapshot
 from explorer.errors import InputError, as_sentence
 from explorer.lessons import LESSONS
-from explorer.ui import lesson_events, lifecycle, model_store, texts, workshop_gate, workshop_round, workshop_watch
+from explorer.ui import (
+    answer_cover,
+    lesson_events,
+    lifecycle,
+    model_store,
+    texts,
+    workshop_gate,
+    workshop_round,
+    workshop_watch,
+)
 from explorer.ui.lesson_events import LessonAt
 from explorer.ui.shown import Updates, kept_value, shown_plot
 from explorer.ui.tab import USER_ERRORS, log, require, tab_event
@@ -41,7 +50,7 @@ from explorer.workshop.questions import lesson_question, next_token_question
 # Everything the panel shows; each event returns the part it changed.
 WORKSHOP_VIEWS = (
     "workshop_panel", "workshop_info", "workshop_enter", "workshop_teacher", "workshop_student", "workshop_live",
-    "workshop_seat", "workshop_chart", "workshop_tally", "workshop_follow", "workshop_code",
+    "workshop_seat", "workshop_chart", "workshop_tally", "workshop_follow", "workshop_code", "answer_cover",
 )  # fmt: skip
 LINKS = ("workshop_student_link", "workshop_teacher_link")
 
@@ -159,7 +168,7 @@ def on_leave(st) -> Updates:
     else:
         said = "You left the workshop; your answers stay with it. The page is yours again."
     st.workshop = None
-    return {**panel(st), "workshop_info": f"{said}\n\n{texts.WORKSHOP}"}
+    return {**panel(st), "workshop_info": f"{said}\n\n{texts.WORKSHOP}", "answer_cover": answer_cover.lesson_cover(st)}
 
 
 def client_address(request: gr.Request) -> str:
@@ -286,7 +295,10 @@ def ended(st: ExplorerState) -> Updates:
         code = seat.seat.code if isinstance(seat, Following) else ""
         said = f"**Workshop {code} has ended** (or your teacher removed your place in it). " + STUDENT_AFTER
     cleared = {} if isinstance(seat, Leading) else {"workshop_code": ""}  # the box ready for another code
-    return {**panel(st), **cleared, "workshop_info": f"{said}\n\n{texts.WORKSHOP}"}
+    return {
+        **panel(st), **cleared, "workshop_info": f"{said}\n\n{texts.WORKSHOP}",
+        "answer_cover": answer_cover.lesson_cover(st),
+    }  # fmt: skip
 
 
 @tab_event
@@ -331,7 +343,10 @@ def follow(request: gr.Request, st: ExplorerState, view: dict, keep_lesson: bool
     else:
         out = lifecycle.show_session(request, st, st.model_name, session, snap)
     st.lesson = lesson if keep_lesson else None  # a student answers in the workshop, not with Check
-    return out if keep_lesson else out | {"lesson_text": led_lesson_text(view.get("lesson"))}
+    if keep_lesson:
+        return out
+    cover = answer_cover.student_cover(view.get("lesson"), view["session"], len(st.session.token_ids))
+    return out | {"lesson_text": led_lesson_text(view.get("lesson")), "answer_cover": cover}
 
 
 def led_lesson_text(at: object) -> str:
@@ -393,14 +408,34 @@ def teacher(st) -> Leading:
 
 # ---------------------------------------------------------------- questions and answers
 @tab_event
-def on_ask(st) -> Updates:
-    """Put the lesson step on screen's question to the class."""
+def on_ask(request: gr.Request, st) -> Updates:
+    """Put the lesson step's question to the class. It is about the step's own view: when the
+    teacher moved on (stepped, another layer, head or tab), that view is put back first, for the
+    teacher and so for every following student, and the teacher's panel says so; when it cannot
+    be, the teacher is told why and nothing is asked."""
     seat = teacher(st)
     at = st.lesson
     if at is None or st.model_name != at.model_name:
         raise WorkshopError("Open a lesson step first (the Lessons list): its question is what the class answers.")
+    changes = lesson_events.view_changes(st, at)
+    out: Updates = {}
+    if changes:
+        try:
+            out = lesson_events.back_to_step(request, st, at)
+        except USER_ERRORS as error:
+            raise WorkshopError(
+                f"Nothing was asked: this step's view could not be put back ({as_sentence(error)}). Open the step "
+                "again from the Lessons list, then ask."
+            ) from None
+        publish(st, seat)  # the class takes the step's view before its question comes
     store().pose(seat.code, seat.secret, lesson_question(at.number, at.index, at.posed))
-    return teacher_views(st)
+    if changes:
+        asked = store().tally(seat.code, seat.secret)
+        seat.note = (asked.id, (
+            f"Asked on the step's own view: yours had moved on ({'; '.join(changes)}), so the step's view was put "
+            "back first, for you and every student who follows."
+        ))  # fmt: skip
+    return {**out, **teacher_views(st)}
 
 
 @tab_event
@@ -494,6 +529,7 @@ def teacher_views(st: ExplorerState) -> Updates:
     tally = store().tally(seat.code, seat.secret)
     if tally is None:
         return {
+            "answer_cover": answer_cover.teacher_cover(st, None),
             "workshop_chart": gr.Plot(value=None, visible=False),
             "workshop_tally": "No question asked yet: open a lesson step and press **Ask this step's question**, "
             "or **Ask: what token comes next?** at any step.",
@@ -506,8 +542,13 @@ def teacher_views(st: ExplorerState) -> Updates:
         lines.append(f"Revealed: **{as_text(tally.answer)}**. {right}.")
     if tally.first_vote is not None:
         lines.append(f"The first vote on this question: {tally.first_vote:.0%} right.")
+    if seat.note[0] == tally.id:
+        lines.append(seat.note[1])
     chart = shown_plot(st, tally_figure(tally), "workshop-answers")
-    return {"workshop_chart": gr.Plot(value=chart, visible=True), "workshop_tally": "\n\n".join(lines)}
+    return {
+        "workshop_chart": gr.Plot(value=chart, visible=True), "workshop_tally": "\n\n".join(lines),
+        "answer_cover": answer_cover.teacher_cover(st, tally),
+    }  # fmt: skip
 
 
 def student_views(st: ExplorerState) -> Updates:
