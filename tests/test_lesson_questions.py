@@ -116,6 +116,7 @@ def test_check_puts_the_steps_view_back_before_it_checks(monkeypatch):
     out = lesson_events.on_lesson_check(REQUEST, st, answer, {})
     assert "Right" not in out["lesson_feedback"] and "view is back" in out["lesson_feedback"]
     assert current_snapshot(st) == step_view and "lessons_done" not in out
+    st.tab = "lens"  # another tab alone changes no answer: checked
     out = lesson_events.on_lesson_check(REQUEST, st, answer, {})
     assert out["lesson_feedback"].startswith("✓ **Right.**") and out["lessons_done"] == {"4": [0]}
 
@@ -195,3 +196,32 @@ def test_the_teachers_chart_shows_the_models_probabilities_only_once_revealed(ws
     ws.reveal(started.code, started.secret)
     after = tally_figure(ws.tally(started.code, started.secret))
     assert [trace["name"] for trace in after["data"]] == ["the class", "the model's probability"]
+
+
+def test_asking_again_is_about_the_same_view(ws, monkeypatch):
+    """Ask again after the teacher moved on: a lesson step's question puts the step's view back
+    first; another step's question, or "what token comes next?" after a Step, is not asked again."""
+    st = set_up(4, 0)
+    step_view = current_snapshot(st)
+    started = ws.start(4)
+    st.workshop = Leading(started.code, started.secret, 4)
+    workshop_events.on_ask(REQUEST, st)
+    ws.reveal(started.code, started.secret)
+    moved_on(st)
+    out = workshop_events.on_again(REQUEST, st)
+    assert current_snapshot(st) == step_view and "put back" in out["workshop_tally"]
+    assert ws.tally(started.code, started.secret).number == 2
+    warned = []
+    monkeypatch.setattr("explorer.ui.tab.gr.Warning", warned.append)
+    st.session.step()
+    ws.pose(started.code, started.secret, next_token_question(st.session))
+    st.session.step()  # the class has seen the answer now
+    assert workshop_events.on_again(REQUEST, st) == {"__type__": "update"}
+    assert "Nothing was asked" in warned[-1] and ws.tally(started.code, started.secret).number == 3
+    st.session.undo()  # back where it was asked: asked again
+    workshop_events.on_again(REQUEST, st)
+    assert ws.tally(started.code, started.secret).number == 4
+    other = lesson_events.set_up(REQUEST, st, 4, 1, None)["state"]  # another step of the lesson
+    ws.pose(started.code, started.secret, lesson_question(4, 0, lessons.previous_token_head(other.session)))
+    assert workshop_events.on_again(REQUEST, other) == {"__type__": "update"}
+    assert "Lesson 4, step 1" in warned[-1] and ws.tally(started.code, started.secret).number == 5

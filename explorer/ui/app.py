@@ -183,12 +183,13 @@ def wire_workshop(page: Page, shown: set) -> None:
     page.workshop_follow_sync.click(on(page, workshop_events.on_follow_sync), [state], shown, **hidden)
     page.workshop_follow.input(on(page, workshop_events.on_follow), [state, page.workshop_follow], shown)
     page.workshop_back.click(on(page, workshop_events.on_back), [state], shown)
-    # Asking a lesson step's question may first put the step's own view back: every view.
+    # Asking a lesson step's question (or again) may first put the step's own view back: every view.
     page.workshop_ask.click(on(page, workshop_events.on_ask), [state], shown)
+    page.workshop_again.click(on(page, workshop_events.on_again), [state], shown)
     for button, callback in (
         (page.workshop_ask_next, workshop_events.on_ask_next),
-        (page.workshop_reveal, workshop_events.on_reveal), (page.workshop_again, workshop_events.on_again),
-    ):  # fmt: skip
+        (page.workshop_reveal, workshop_events.on_reveal),
+    ):
         button.click(on(page, callback), [state], panel)
     page.workshop_csv_button.click(on(page, workshop_events.on_csv), [state], [page.workshop_csv])
     for button in (page.workshop_end, page.workshop_leave):

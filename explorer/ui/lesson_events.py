@@ -107,9 +107,11 @@ def set_up(request: gr.Request, st: ExplorerState | None, number: int, index: in
 
 
 # ---------------------------------------------------------------- the step's own view
-def view_changes(st: ExplorerState, at: LessonAt) -> list[str]:
+def view_changes(st: ExplorerState, at: LessonAt, with_tab: bool = True) -> list[str]:
     """What of the step's own view the screen no longer shows, in words ([]: it shows it all).
-    A step whose question asks the learner to change the view (``hands_on``) has none."""
+    A step whose question asks the learner to change the view (``hands_on``) has none.
+    ``with_tab=False``: the open tab does not count (another tab shows the same model, text,
+    layer and head: it changes no question's answer, only where the learner looks)."""
     if lessons.step_of(at.number, at.index).hands_on or at.shown is None:
         return []
     now, then = current_snapshot(st), at.shown
@@ -123,7 +125,7 @@ def view_changes(st: ExplorerState, at: LessonAt) -> list[str]:
         changes.append(f"layer {now.layer} (the step's: {then.layer})")
     if now.head != then.head:
         changes.append(f"{head_words(now.head)} (the step's: {head_words(then.head)})")
-    if now.tab != then.tab:
+    if with_tab and now.tab != then.tab:
         changes.append(f"the {tab_named(now.tab).title} tab (the step's: {tab_named(then.tab).title})")
     if at.posed.query is not None and now.query != then.query:
         changes.append("another selected token")
@@ -203,7 +205,7 @@ def on_lesson_check(request: gr.Request, st, choice, done):
         raise InputError("In a workshop, answer in the Workshop panel: your teacher reveals the answer.")
     if not choice:
         raise InputError("Choose an answer first, then press Check.")
-    changes = view_changes(st, at)
+    changes = view_changes(st, at, with_tab=False)
     if changes:
         out = back_to_step(request, st, at)
         return {**out, "lesson_feedback": (

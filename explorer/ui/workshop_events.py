@@ -45,7 +45,7 @@ from explorer.ui.workshop_seats import Following, Leading, kept_seat
 from explorer.viz.workshop import tally_figure
 from explorer.workshop import Limits, WorkshopError, Workshops, connect, room_code
 from explorer.workshop.database import describe
-from explorer.workshop.questions import lesson_question, next_token_question
+from explorer.workshop.questions import asked_at, lesson_question, lesson_title, next_token_question
 
 # Everything the panel shows; each event returns the part it changed.
 WORKSHOP_VIEWS = (
@@ -417,25 +417,38 @@ def on_ask(request: gr.Request, st) -> Updates:
     at = st.lesson
     if at is None or st.model_name != at.model_name:
         raise WorkshopError("Open a lesson step first (the Lessons list): its question is what the class answers.")
-    changes = lesson_events.view_changes(st, at)
-    out: Updates = {}
-    if changes:
-        try:
-            out = lesson_events.back_to_step(request, st, at)
-        except USER_ERRORS as error:
-            raise WorkshopError(
-                f"Nothing was asked: this step's view could not be put back ({as_sentence(error)}). Open the step "
-                "again from the Lessons list, then ask."
-            ) from None
-        publish(st, seat)  # the class takes the step's view before its question comes
+    out, changes = step_view_back(request, st, seat)
     store().pose(seat.code, seat.secret, lesson_question(at.number, at.index, at.posed))
+    noted(seat, changes)
+    return {**out, **teacher_views(st)}
+
+
+def step_view_back(request: gr.Request, st: ExplorerState, seat: Leading) -> tuple[Updates, list[str]]:
+    """The lesson step's own view on the teacher's page, published for the class, when the
+    teacher moved on from it; and what had moved (nothing: nothing changes). An InputError when it
+    cannot be put back: then nothing may be asked."""
+    changes = lesson_events.view_changes(st, st.lesson)
+    if not changes:
+        return {}, []
+    try:
+        out = lesson_events.back_to_step(request, st, st.lesson)
+    except USER_ERRORS as error:
+        raise WorkshopError(
+            f"Nothing was asked: this step's view could not be put back ({as_sentence(error)}). Open the step "
+            "again from the Lessons list, then ask."
+        ) from None
+    publish(st, seat)  # the class takes the step's view before its question comes
+    return out, changes
+
+
+def noted(seat: Leading, changes: list[str]) -> None:
+    """What asking did first, said under the question just asked (on the teacher's panel)."""
     if changes:
         asked = store().tally(seat.code, seat.secret)
         seat.note = (asked.id, (
             f"Asked on the step's own view: yours had moved on ({'; '.join(changes)}), so the step's view was put "
             "back first, for you and every student who follows."
         ))  # fmt: skip
-    return {**out, **teacher_views(st)}
 
 
 @tab_event
@@ -454,10 +467,34 @@ def on_reveal(st) -> Updates:
 
 
 @tab_event
-def on_again(st) -> Updates:
+def on_again(request: gr.Request, st) -> Updates:
+    """The same question once more, about the same view: a lesson step's puts that step's view
+    back first (as asking it did); "what token comes next?" is asked again only while the page
+    holds the tokens it was asked at (after a Step the class has seen the answer)."""
     seat = teacher(st)
+    last = store().tally(seat.code, seat.secret)
+    out, changes = again_view(request, require(st), seat, last) if last is not None else ({}, [])
     store().ask_again(seat.code, seat.secret)
-    return teacher_views(st)
+    noted(seat, changes)
+    return {**out, **teacher_views(st)}
+
+
+def again_view(request: gr.Request, st: ExplorerState, seat: Leading, last) -> tuple[Updates, list[str]]:
+    if last.kind == "next-token":
+        position, holds = asked_at(last.title), len(st.session.token_ids)
+        if position is not None and position != holds:
+            raise WorkshopError(
+                f"Nothing was asked: that question was asked at token {position}, and the page holds {holds} tokens "
+                "now (a Step shows the answer). Undo back to it, or ask “what token comes next?” afresh."
+            )
+        return {}, []
+    at = st.lesson
+    if at is None or st.model_name != at.model_name or lesson_title(at.number, at.index) != last.title:
+        raise WorkshopError(
+            f"Nothing was asked: that question is about {last.title}. Open that step again (the Lessons list), then "
+            "ask again."
+        )
+    return step_view_back(request, st, seat)
 
 
 @tab_event

@@ -313,7 +313,7 @@
         if (why && view.dataset.answerHidden !== why) view.dataset.answerHidden = why;
         if (!why && view.dataset.answerHidden !== undefined) delete view.dataset.answerHidden;
       }
-      if ((document.body.dataset.answerHidden || '') !== why) document.body.dataset.answerHidden = why;
+      if ((document.body.dataset.answerCovered || '') !== why) document.body.dataset.answerCovered = why;  // (for a test)
     };
     whenPageChanges(cover);
     setInterval(cover, 500);
