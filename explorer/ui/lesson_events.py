@@ -120,18 +120,23 @@ def view_changes(st: ExplorerState, at: LessonAt, with_tab: bool = True) -> list
     if any(getattr(now, name) != getattr(then, name) for name in settings):
         changes.append("the text or its settings")
     elif (now.generated, now.forced) != (then.generated, then.forced):
-        changes.append(f"{len(now.generated)} generated tokens (the step's: {len(then.generated)})")
+        changes.append(f"{generated_words(now)}, not the step's {len(then.generated)}")
     if now.layer != then.layer:
-        changes.append(f"layer {now.layer} (the step's: {then.layer})")
+        changes.append(f"layer {now.layer}, not the step's {then.layer}")
     if now.head != then.head:
-        changes.append(f"{head_words(now.head)} (the step's: {head_words(then.head)})")
+        changes.append(f"{head_words(now.head)}, not the step's {head_words(then.head)}")
     if with_tab and now.tab != then.tab:
-        changes.append(f"the {tab_named(now.tab).title} tab (the step's: {tab_named(then.tab).title})")
+        changes.append(f"the {tab_named(now.tab).title} tab, not the step's {tab_named(then.tab).title}")
     if at.posed.query is not None and now.query != then.query:
         changes.append("another selected token")
     if st.switched_off != SwitchedOff(at.posed.switched_off):
         changes.append("other heads switched off")
     return changes
+
+
+def generated_words(view: snapshot.Snapshot) -> str:
+    n = len(view.generated)
+    return f"{n} generated token{'' if n == 1 else 's'}" + (" (some chosen by hand)" if view.forced else "")
 
 
 def head_words(head: str) -> str:
