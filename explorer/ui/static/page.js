@@ -228,8 +228,9 @@
       gonePlace = JSON.stringify(w);
       document.body.dataset.workshopGone = w.code;  // (for a test: the page knows)
       problem = said || '';
-      if (shown) shown = {...shown, revealed: true, typed: false};  // nothing more can be sent
-      else shown = {round: null, options: [], mine: null, revealed: true, typed: false, question_html: '', result_html: ''};
+      if (shown) shown = {...shown, revealed: true, typed: false, covers: ''};  // nothing more can be sent
+      else shown = {round: null, options: [], mine: null, revealed: true, typed: false, covers: '', question_html: '', result_html: ''};
+      tellCover();  // an ended question hides nothing
       draw();
       document.querySelectorAll('#workshop-send, #workshop-choice input, #workshop-typed').forEach(b => { b.disabled = true; });
       sync('workshop-sync');
