@@ -69,6 +69,13 @@ class LessonStep:
     question: str
     setup: Setup
     pose: Callable[[GenerationSession], Posed]
+    # The question asks the learner to change the view (step, switch the cache off) and its answer
+    # holds whatever they do: asking or checking it leaves their view as it is. Any other question
+    # is about the view the step set up, which asking or checking puts back first.
+    hands_on: bool = False
+    # The question asks which token comes next: every view that names the model's next token is
+    # covered until the answer is revealed (a workshop) or checked (a learner alone).
+    asks_next_token: bool = False
 
 
 @dataclass(frozen=True)
@@ -397,13 +404,13 @@ LESSONS = [
             "For the newest token the model gives every token of its vocabulary a probability: the "
             "**Next-token candidates** table lists the most probable.",
             "Press nothing yet: which token will **Step** choose (greedy, temperature 0)?",
-            Setup(), greedy_choice),
+            Setup(), greedy_choice, asks_next_token=True),
         LessonStep(
             "Sampling and the seed",
             "With a **temperature** above 0 the next token is drawn at random from the distribution instead "
             "of taking the most probable. This step set the temperature to 1 and the seed to 0 (see *Sampling*).",
             "Press **Step**, then **Undo**, then **Step** again: will the same token come back?",
-            Setup(temperature=1.0), seeded_draw),
+            Setup(temperature=1.0), seeded_draw, hands_on=True),
     ]),
     Lesson(2, "The causal mask", [
         LessonStep(
@@ -425,7 +432,7 @@ LESSONS = [
             "With the **KV cache** on, a step computes the new token's keys and values and keeps them; with it "
             "off, every step runs the whole text again. The *KV cache* tab times both.",
             "Switch the KV cache off and press **Step**: will the chosen token change?",
-            Setup(steps=2, tab="cache"), cache_same_token),
+            Setup(steps=2, tab="cache"), cache_same_token, hands_on=True),
         LessonStep(
             "Linear against quadratic",
             "This step generated 48 tokens. **Compare cache on and off** (in the *KV cache* tab) runs them again "

@@ -356,9 +356,10 @@ def test_a_students_tab_cannot_act_as_the_teacher(page_store, checkpoints):
     seat = page_store.join(started.code, "", "a")
     page_store.pose(started.code, started.secret, LESSON_Q)
     st = tab_with_session(checkpoints, Following(seat))
-    for event in (workshop_events.on_ask, workshop_events.on_ask_next, workshop_events.on_reveal,
-                  workshop_events.on_again):  # fmt: skip
-        assert event(st) == {"__type__": "update"}  # refused with a warning: nothing changes
+    for event in (workshop_events.on_ask, workshop_events.on_again):
+        assert event(None, st) == {"__type__": "update"}  # refused with a warning: nothing changes
+    for event in (workshop_events.on_ask_next, workshop_events.on_reveal):
+        assert event(st) == {"__type__": "update"}
     assert event(tab_with_session(checkpoints)) == {"__type__": "update"}  # and a tab in no workshop
     tally = page_store.tally(started.code, started.secret)
     assert tally.number == 1 and not tally.revealed and page_store.pulse(started.code).asked == 1
@@ -438,6 +439,7 @@ def test_the_teachers_chart_shows_a_typed_guess_as_text(ws):
     round_id = ws.pose(started.code, started.secret, NEXT_Q)
     ws.answer(ws.join(started.code, "", "a"), round_id, "<b>Paris")
     ws.answer(ws.join(started.code, "", "b"), round_id, "·Paris")
+    ws.reveal(started.code, started.secret)  # (the model's probabilities are drawn from the reveal on)
     figure = tally_figure(ws.tally(started.code, started.secret))
     labels = figure["data"][0]["y"]
     assert "&lt;b&gt;Paris" in labels and not any("<" in label for label in labels)

@@ -167,7 +167,8 @@ def wire_lessons(page: Page, shown: set) -> None:
     page.lesson.input(on(page, lesson_events.on_lesson), [page.lesson, page.state, done], shown)
     page.lesson_next.click(on(page, lesson_events.on_lesson_next), [page.state, done], shown)
     page.lesson_back.click(on(page, lesson_events.on_lesson_back), [page.state], shown)
-    checked = p("lesson_feedback", "lessons_done", "lesson")
+    # Check may first put the step's own view back (the question is about it): every view.
+    checked = {*shown, *p("lessons_done")}
     # The answer appears where the eye is: at 1280x720 the feedback sits below the fold.
     page.lesson_check.click(
         on(page, lesson_events.on_lesson_check), [page.state, page.lesson_answer, done], checked
@@ -199,10 +200,13 @@ def wire_workshop(page: Page, shown: set) -> None:
     # browser keeps, and presses this hidden button after one of the person's own.
     page.workshop_own_move.click(on(page, workshop_events.on_own_move), [state], panel, **hidden)
     page.kept.change(None, js=VIEW_KEPT)
+    # Asking a lesson step's question (or again) may first put the step's own view back: every view.
+    page.workshop_ask.click(on(page, workshop_events.on_ask), [state], shown)
+    page.workshop_again.click(on(page, workshop_events.on_again), [state], shown)
     for button, callback in (
-        (page.workshop_ask, workshop_events.on_ask), (page.workshop_ask_next, workshop_events.on_ask_next),
-        (page.workshop_reveal, workshop_events.on_reveal), (page.workshop_again, workshop_events.on_again),
-    ):  # fmt: skip
+        (page.workshop_ask_next, workshop_events.on_ask_next),
+        (page.workshop_reveal, workshop_events.on_reveal),
+    ):
         button.click(on(page, callback), [state], panel)
     page.workshop_csv_button.click(on(page, workshop_events.on_csv), [state], [page.workshop_csv])
     for button in (page.workshop_end, page.workshop_leave):

@@ -17,7 +17,7 @@ import gradio as gr
 
 from explorer.lessons import LESSONS
 from explorer.sampling import SEED_RANGE, TEMPERATURE_RANGE, TOP_K_RANGE, TOP_P_RANGE
-from explorer.ui import model_store, texts, views
+from explorer.ui import answer_cover, model_store, texts, views
 from explorer.ui.page import Page
 from explorer.ui.tabs import TABS
 from explorer.ui.views import MEAN
@@ -73,6 +73,7 @@ PAGE_SCRIPT = (
     .replace("__QUERY_RGB__", _rgb(views.STRIP_COLORS["query"]))
     .replace("__BUTTON_NAMES__", json.dumps(BUTTON_NAMES))
     .replace("__TEACHER_LINK__", TEACHER_LINK)
+    .replace("__COVERED__", json.dumps(answer_cover.COVERED))
 )
 # The load event's first step: the secret for its body (kept nowhere else after it).
 TEACHER_LINK_SCRIPT = (
@@ -400,6 +401,11 @@ def session_panel() -> dict:
         column_widths=["9%", "29%", "32%", "30%"],  # room for the longest bar (20 blocks)
     )  # fmt: skip
     gr.Markdown(texts.CANDIDATES, elem_classes="explain", elem_id="candidates-explain")
+    # While a question asks which token comes next: what the page's script covers, and why
+    # (explorer.ui.answer_cover; static/page.js). Read by the script only.
+    made["answer_cover"] = gr.Textbox(
+        label="What is hidden (read by the page's script)", elem_id="answer-cover", elem_classes="machine-only"
+    )
     return made
 
 

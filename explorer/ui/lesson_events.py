@@ -8,6 +8,7 @@ step was answered is ticked in the list.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -17,18 +18,20 @@ from explorer import lessons
 from explorer.analysis import snapshot
 from explorer.analysis.ablation import SwitchedOff
 from explorer.errors import InputError, as_sentence
-from explorer.ui import lifecycle, model_store
+from explorer.ui import answer_cover, lifecycle, model_store
 from explorer.ui.layout import SETTINGS
 from explorer.ui.lifecycle import closed_lesson, show_session
 from explorer.ui.render import render
 from explorer.ui.shown import Updates, current_snapshot
 from explorer.ui.tab import USER_ERRORS, tab_event
-from explorer.ui.views import ExplorerState
+from explorer.ui.tabs import tab_named
+from explorer.ui.views import MEAN, ExplorerState
 from explorer.ui.workshop_seats import in_class
 
 # What a lesson step changes besides the session on screen.
 LESSON_VIEWS = (
     "lesson", "lesson_text", "lesson_answer", "lesson_feedback", "lessons_panel", "switched_off", "lesson_back",
+    "answer_cover",
 )  # fmt: skip
 
 
@@ -44,6 +47,8 @@ class LessonAt:
     session: object  # the session the step put on screen (a GenerationSession)
     set_up_tokens: int  # how many tokens that session had then (more: the user stepped on)
     before: snapshot.Snapshot | None = None  # the user's session the lesson replaced
+    shown: snapshot.Snapshot | None = None  # the step's own view as set up: what its question is about
+    checked: bool = False  # a learner alone pressed Check: what the question covered is shown again
 
 
 def lesson_choices(done: Mapping | None) -> list[tuple[str, int]]:
@@ -87,7 +92,8 @@ def set_up(
     before = kept_work(st) or before
     out = show_session(request, st, name, session, view)
     st = out["state"]
-    st.lesson = LessonAt(number, index, posed, name, session, len(session.token_ids), before)
+    shown = current_snapshot(st)
+    st.lesson = LessonAt(number, index, posed, name, session, len(session.token_ids), before, shown)
     switched_off = SwitchedOff(posed.switched_off)  # each step sets up the whole view: none but its own
     if switched_off != st.switched_off:
         st.switched_off = switched_off
@@ -101,7 +107,59 @@ def set_up(
         "lessons_panel": gr.Accordion(open=True),
         "switched_off": st.switched_off.text(),
         "lesson_back": gr.Button(visible=before is not None),
+        "answer_cover": answer_cover.lesson_cover(st),
     }
+
+
+# ---------------------------------------------------------------- the step's own view
+def view_changes(st: ExplorerState, at: LessonAt, with_tab: bool = True) -> list[str]:
+    """What of the step's own view the screen no longer shows, in words ([]: it shows it all).
+    A step whose question asks the learner to change the view (``hands_on``) has none.
+    ``with_tab=False``: the open tab does not count (another tab shows the same model, text,
+    layer and head: it changes no question's answer, only where the learner looks)."""
+    if lessons.step_of(at.number, at.index).hands_on or at.shown is None:
+        return []
+    now, then = current_snapshot(st), at.shown
+    changes = []
+    settings = ("model", "text", "chat", "use_cache", "temperature", "top_k", "top_p", "seed", "cache_policy")
+    if any(getattr(now, name) != getattr(then, name) for name in settings):
+        changes.append("the text or its settings")
+    elif (now.generated, now.forced) != (then.generated, then.forced):
+        changes.append(f"{generated_words(now)}, not the step's {len(then.generated)}")
+    if now.layer != then.layer:
+        changes.append(f"layer {now.layer}, not the step's {then.layer}")
+    if now.head != then.head:
+        changes.append(f"{head_words(now.head)}, not the step's {head_words(then.head)}")
+    if with_tab and now.tab != then.tab:
+        changes.append(f"the {tab_named(now.tab).title} tab, not the step's {tab_named(then.tab).title}")
+    if at.posed.query is not None and now.query != then.query:
+        changes.append("another selected token")
+    if st.switched_off != SwitchedOff(at.posed.switched_off):
+        changes.append("other heads switched off")
+    return changes
+
+
+def generated_words(view: snapshot.Snapshot) -> str:
+    n = len(view.generated)
+    return f"{n} generated token{'' if n == 1 else 's'}" + (" (some chosen by hand)" if view.forced else "")
+
+
+def head_words(head: str) -> str:
+    return "the average of the heads" if head == MEAN else f"head {head}"
+
+
+def back_to_step(request: gr.Request, st: ExplorerState, at: LessonAt) -> Updates:
+    """The step's own view on screen again, as the step set it up: its tokens replayed (the
+    posed question's numbers are those of this session), its layer, head, tab, and the heads it
+    switched off. On an error (a model that cannot load) nothing changes."""
+    out, _ = lifecycle.apply_snapshot(request, st, at.shown)
+    st = out["state"]
+    st.lesson = dataclasses.replace(at, session=st.session, set_up_tokens=len(st.session.token_ids))
+    switched_off = SwitchedOff(at.posed.switched_off)
+    if switched_off != st.switched_off:
+        st.switched_off = switched_off
+        out |= render(st)
+    return {**out, "switched_off": st.switched_off.text()}
 
 
 def kept_work(st: ExplorerState | None) -> snapshot.Snapshot | None:
@@ -148,18 +206,31 @@ def on_lesson_next(request: gr.Request, st, done, progress=gr.Progress()):
 
 
 @tab_event
-def on_lesson_check(st, choice, done):
+def on_lesson_check(request: gr.Request, st, choice, done):
+    """Check a learner's answer against the step's question. The question is about the step's own
+    view: when the screen shows another (they stepped, chose another head...), that view comes
+    back first and they are asked to look again; nothing is checked."""
     at = current_step(st)
     if in_class(st):
         raise InputError("In a workshop, answer in the Workshop panel: your teacher reveals the answer.")
     if not choice:
         raise InputError("Choose an answer first, then press Check.")
+    changes = view_changes(st, at, with_tab=False)
+    if changes:
+        out = back_to_step(request, st, at)
+        return {**out, "lesson_feedback": (
+            f"This question is about the step's own view, and the screen had changed ({'; '.join(changes)}). "
+            "The step's view is back: look at it again, then press **Check**."
+        )}  # fmt: skip
+    st.lesson = at = dataclasses.replace(at, checked=True)
+    cover = {"answer_cover": answer_cover.lesson_cover(st)}
     if choice != at.posed.answer:
-        return {"lesson_feedback": "✗ **Not quite.** Look at the view again, and try another answer."}
+        return {**cover, "lesson_feedback": "✗ **Not quite.** Look at the view again, and try another answer."}
     done = {key: list(value) for key, value in (done or {}).items()}
     answered = sorted({*done.get(str(at.number), []), at.index})
     done[str(at.number)] = answered
     return {
+        **cover,
         "lesson_feedback": f"✓ **Right.** {at.posed.why}",
         "lessons_done": done,
         "lesson": gr.Dropdown(choices=lesson_choices(done), value=at.number),

@@ -100,7 +100,7 @@ def on_model_change(request: gr.Request, model_name, st, *settings, progress=gr.
 
 
 # What closing a lesson changes (a model switch, "Back to your text").
-CLOSED_LESSON = ("lesson", "lesson_text", "lesson_answer", "lesson_feedback", "lesson_back")
+CLOSED_LESSON = ("lesson", "lesson_text", "lesson_answer", "lesson_feedback", "lesson_back", "answer_cover")
 
 
 def closed_lesson(st: ExplorerState) -> Updates:
@@ -110,6 +110,7 @@ def closed_lesson(st: ExplorerState) -> Updates:
     return {
         "lesson": gr.Dropdown(value=None), "lesson_text": texts.LESSONS, "lesson_feedback": "",
         "lesson_answer": gr.Radio(choices=[], value=None), "lesson_back": gr.Button(visible=False),
+        "answer_cover": "",  # nothing a lesson's question asks for is covered any more
     }  # fmt: skip
 
 

@@ -26,7 +26,16 @@ from explorer import lessons
 from explorer.analysis import snapshot
 from explorer.errors import InputError, as_sentence
 from explorer.lessons import LESSONS
-from explorer.ui import lesson_events, lifecycle, model_store, texts, workshop_gate, workshop_round, workshop_watch
+from explorer.ui import (
+    answer_cover,
+    lesson_events,
+    lifecycle,
+    model_store,
+    texts,
+    workshop_gate,
+    workshop_round,
+    workshop_watch,
+)
 from explorer.ui.lesson_events import LessonAt
 from explorer.ui.shown import Updates, kept_value, shown_plot
 from explorer.ui.tab import USER_ERRORS, log, require, tab_event
@@ -36,13 +45,13 @@ from explorer.ui.workshop_seats import Following, Leading, kept_seat
 from explorer.viz.workshop import tally_figure
 from explorer.workshop import Limits, WorkshopError, Workshops, connect, room_code
 from explorer.workshop.database import describe
-from explorer.workshop.questions import lesson_question, next_token_question
+from explorer.workshop.questions import asked_at, lesson_question, lesson_title, next_token_question
 
 # Everything the panel shows; each event returns the part it changed.
 WORKSHOP_VIEWS = (
     "workshop_panel", "workshop_info", "workshop_enter", "workshop_teacher", "workshop_student", "workshop_live",
     "workshop_seat", "workshop_chart", "workshop_tally", "workshop_follow", "workshop_code", "workshop_focus",
-    "workshop_room", "lesson_answer", "lesson_check",
+    "workshop_room", "lesson_answer", "lesson_check", "answer_cover",
 )  # fmt: skip
 LINKS = ("workshop_student_link", "workshop_teacher_link")
 
@@ -165,7 +174,7 @@ def on_leave(st) -> Updates:
     else:
         said = "You left the workshop; your answers stay with it. The page is yours again."
     st.workshop = None
-    return {**panel(st), "workshop_info": f"{said}\n\n{texts.WORKSHOP}"}
+    return {**panel(st), "workshop_info": f"{said}\n\n{texts.WORKSHOP}", "answer_cover": answer_cover.lesson_cover(st)}
 
 
 def client_address(request: gr.Request) -> str:
@@ -303,7 +312,10 @@ def ended(st: ExplorerState) -> Updates:
         code = seat.seat.code if isinstance(seat, Following) else ""
         said = f"**Workshop {code} has ended** (or your teacher removed your place in it). " + STUDENT_AFTER
     cleared = {} if isinstance(seat, Leading) else {"workshop_code": ""}  # the box ready for another code
-    return {**panel(st), **cleared, "workshop_info": f"{said}\n\n{texts.WORKSHOP}"}
+    return {
+        **panel(st), **cleared, "workshop_info": f"{said}\n\n{texts.WORKSHOP}",
+        "answer_cover": answer_cover.lesson_cover(st),
+    }  # fmt: skip
 
 
 @tab_event
@@ -348,7 +360,10 @@ def follow(request: gr.Request, st: ExplorerState, view: dict, keep_lesson: bool
     else:
         out = lifecycle.show_session(request, st, st.model_name, session, snap)
     st.lesson = lesson if keep_lesson else None  # a student answers in the workshop, not with Check
-    return out if keep_lesson else out | {"lesson_text": led_lesson_text(view.get("lesson"))}
+    if keep_lesson:
+        return out
+    cover = answer_cover.student_cover(view.get("lesson"), view["session"], len(st.session.token_ids))
+    return out | {"lesson_text": led_lesson_text(view.get("lesson")), "answer_cover": cover}
 
 
 def led_lesson_text(at: object) -> str:
@@ -410,14 +425,47 @@ def teacher(st) -> Leading:
 
 # ---------------------------------------------------------------- questions and answers
 @tab_event
-def on_ask(st) -> Updates:
-    """Put the lesson step on screen's question to the class."""
+def on_ask(request: gr.Request, st) -> Updates:
+    """Put the lesson step's question to the class. It is about the step's own view: when the
+    teacher moved on (stepped, another layer, head or tab), that view is put back first, for the
+    teacher and so for every following student, and the teacher's panel says so; when it cannot
+    be, the teacher is told why and nothing is asked."""
     seat = teacher(st)
     at = st.lesson
     if at is None or st.model_name != at.model_name:
         raise WorkshopError("Open a lesson step first (the Lessons list): its question is what the class answers.")
+    out, changes = step_view_back(request, st, seat)
     store().pose(seat.code, seat.secret, lesson_question(at.number, at.index, at.posed))
-    return teacher_views(st)
+    noted(seat, changes)
+    return {**out, **teacher_views(st)}
+
+
+def step_view_back(request: gr.Request, st: ExplorerState, seat: Leading) -> tuple[Updates, list[str]]:
+    """The lesson step's own view on the teacher's page, published for the class, when the
+    teacher moved on from it; and what had moved (nothing: nothing changes). An InputError when it
+    cannot be put back: then nothing may be asked."""
+    changes = lesson_events.view_changes(st, st.lesson)
+    if not changes:
+        return {}, []
+    try:
+        out = lesson_events.back_to_step(request, st, st.lesson)
+    except USER_ERRORS as error:
+        raise WorkshopError(
+            f"Nothing was asked: this step's view could not be put back ({as_sentence(error)}). Open the step "
+            "again from the Lessons list, then ask."
+        ) from None
+    publish(st, seat)  # the class takes the step's view before its question comes
+    return out, changes
+
+
+def noted(seat: Leading, changes: list[str]) -> None:
+    """What asking did first, said under the question just asked (on the teacher's panel)."""
+    if changes:
+        asked = store().tally(seat.code, seat.secret)
+        seat.note = (asked.id, (
+            f"Asked on the step's own view: yours had moved on ({'; '.join(changes)}), so the step's view was put "
+            "back first, for you and every student who follows."
+        ))  # fmt: skip
 
 
 @tab_event
@@ -436,10 +484,34 @@ def on_reveal(st) -> Updates:
 
 
 @tab_event
-def on_again(st) -> Updates:
+def on_again(request: gr.Request, st) -> Updates:
+    """The same question once more, about the same view: a lesson step's puts that step's view
+    back first (as asking it did); "what token comes next?" is asked again only while the page
+    holds the tokens it was asked at (after a Step the class has seen the answer)."""
     seat = teacher(st)
+    last = store().tally(seat.code, seat.secret)
+    out, changes = again_view(request, require(st), seat, last) if last is not None else ({}, [])
     store().ask_again(seat.code, seat.secret)
-    return teacher_views(st)
+    noted(seat, changes)
+    return {**out, **teacher_views(st)}
+
+
+def again_view(request: gr.Request, st: ExplorerState, seat: Leading, last) -> tuple[Updates, list[str]]:
+    if last.kind == "next-token":
+        position, holds = asked_at(last.title), len(st.session.token_ids)
+        if position is not None and position != holds:
+            raise WorkshopError(
+                f"Nothing was asked: that question was asked at token {position}, and the page holds {holds} tokens "
+                "now (a Step shows the answer). Undo back to it, or ask “what token comes next?” afresh."
+            )
+        return {}, []
+    at = st.lesson
+    if at is None or st.model_name != at.model_name or lesson_title(at.number, at.index) != last.title:
+        raise WorkshopError(
+            f"Nothing was asked: that question is about {last.title}. Open that step again (the Lessons list), then "
+            "ask again."
+        )
+    return step_view_back(request, st, seat)
 
 
 @tab_event
@@ -526,6 +598,7 @@ def teacher_views(st: ExplorerState) -> Updates:
     tally = store().tally(seat.code, seat.secret)
     if tally is None:
         return {
+            "answer_cover": answer_cover.teacher_cover(st, None),
             "workshop_chart": gr.Plot(value=None, visible=False),
             "workshop_tally": "No question asked yet: open a lesson step and press **Ask this step's question**, "
             "or **Ask: what token comes next?** at any step.",
@@ -538,8 +611,13 @@ def teacher_views(st: ExplorerState) -> Updates:
         lines.append(f"Revealed: **{as_text(tally.answer)}**. {right}.")
     if tally.first_vote is not None:
         lines.append(f"The first vote on this question: {tally.first_vote:.0%} right.")
+    if seat.note[0] == tally.id:
+        lines.append(seat.note[1])
     chart = shown_plot(st, tally_figure(tally), "workshop-answers")
-    return {"workshop_chart": gr.Plot(value=chart, visible=True), "workshop_tally": "\n\n".join(lines)}
+    return {
+        "workshop_chart": gr.Plot(value=chart, visible=True), "workshop_tally": "\n\n".join(lines),
+        "answer_cover": answer_cover.teacher_cover(st, tally),
+    }  # fmt: skip
 
 
 def student_views(st: ExplorerState) -> Updates:

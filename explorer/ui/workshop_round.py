@@ -35,6 +35,7 @@ from explorer.errors import as_sentence
 from explorer.ui import workshop_gate
 from explorer.ui.workshop_gate import NO_STORE, TooManyMisses
 from explorer.workshop import Seat, StudentRound, WorkshopError, Workshops
+from explorer.workshop.questions import HIDING_KINDS
 
 MAX_BODY = 2048  # bytes: a code, a token, a round number, an option and a typed guess
 ANSWER_BURST, ANSWERS_PER_S = 5, 2.0  # one student's answers: five at once, then two a second
@@ -42,6 +43,10 @@ REFUSED = {"bad": 400, "too-big": 413, "too-fast": 429}
 
 _markdown = MarkdownIt("commonmark", {"html": False})  # markup a student typed stays text
 MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
+
+
+# (explorer.ui.answer_cover says it to the teacher's page and a learner alone)
+UNTIL_REVEALED = "Hidden until the teacher reveals the answer: it would show the token the class is predicting."
 
 
 class Refused(Exception):
@@ -55,13 +60,18 @@ class Refused(Exception):
 # ---------------------------------------------------------------- what a student sees
 def round_view(shown: StudentRound | None) -> dict:
     """The question as the page draws it: the options as text (the script puts them in with
-    ``textContent``), the question and the result as HTML made here."""
+    ``textContent``), the question and the result as HTML made here. ``covers``: while a question
+    asks for the next token, the sentence the page shows in place of every view that names it
+    (explorer.ui.answer_cover); ``title``: the question's, which ends a lesson step's cover once revealed."""
     if shown is None:
-        return {"round": None, "options": [], "mine": None, "revealed": False, "typed": False,
-                "question_html": html_of("Wait for the teacher's first question."), "result_html": ""}  # fmt: skip
+        return {"round": None, "options": [], "mine": None, "revealed": False, "typed": False, "covers": "",
+                "title": "", "question_html": html_of("Wait for the teacher's first question."),
+                "result_html": ""}  # fmt: skip
+    covers = shown.kind in HIDING_KINDS and not shown.revealed
     return {
         "round": shown.id, "options": shown.options, "mine": shown.mine, "revealed": shown.revealed,
-        "typed": shown.kind == "next-token" and not shown.revealed,
+        "typed": shown.kind == "next-token" and not shown.revealed, "title": shown.title,
+        "covers": UNTIL_REVEALED if covers else "",
         "question_html": html_of(f"**Question {shown.number}:** {shown.question}"),  # the lesson's own words
         "result_html": html_of(result_text(shown)),
     }  # fmt: skip

@@ -20,6 +20,7 @@ class Leading:
     secret: str
     lesson: int
     published: str = ""  # the view last published (JSON): not written again while it is the same
+    note: tuple[int, str] = (0, "")  # (a question's id, what asking it did first): said under that question
 
 
 @dataclass

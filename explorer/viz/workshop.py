@@ -1,6 +1,7 @@
 """The class's answers to a workshop question, for the teacher's page: one bar per answer (the share
 of the class that chose it); for "what token comes next?" the model's probability of each candidate
-beside it. The right answer is marked only once it is revealed (the teacher's page is projected)."""
+beside it once revealed. The right answer is marked, and the model's probabilities drawn, only once it
+is revealed: the teacher's page is projected while the class predicts."""
 
 from __future__ import annotations
 
@@ -28,18 +29,21 @@ def tally_figure(tally: Tally) -> Figure:
          "marker": {"color": colours}, "customdata": words, "text": [f"{tally.counts[o]}" for o in answers],
          "textposition": "auto", "hovertemplate": "%{y}: %{customdata} (%{x:.0%})<extra></extra>"},
     ]  # fmt: skip
-    if tally.probabilities:
+    with_model = bool(tally.probabilities) and tally.revealed  # the bars would show the answer
+    if with_model:
         traces.append(
             {"type": "bar", "orientation": "h", "name": "the model's probability", "y": labels,
              "x": [tally.probabilities.get(o, 0.0) for o in answers], "marker": {"color": MODEL_COLOR},
              "hovertemplate": "%{y}: the model gives %{x:.1%}<extra></extra>"}
         )  # fmt: skip
     state = "revealed: green is right" if tally.revealed else "not revealed yet"
+    if tally.probabilities and not tally.revealed:
+        state += " (the model's probabilities come with the reveal)"
     layout = {
         "title": {"text": f"{tally.answered} of {tally.students} answered · {state}", "x": 0.01, "font": {"size": 13}},
         "barmode": "group", "xaxis": {"range": [0, 1], "tickformat": ".0%", "title": {"text": "share"}},
         "yaxis": {"autorange": "reversed", "automargin": True, "type": "category"},
-        "height": 120 + 34 * len(labels) * (2 if tally.probabilities else 1),
+        "height": 120 + 34 * len(labels) * (2 if with_model else 1),
         "margin": {"l": 10, "r": 10, "t": 40, "b": 40}, "legend": {"orientation": "h", "y": -0.25},
     }  # fmt: skip
     return {"data": traces, "layout": layout}

@@ -4,19 +4,38 @@ a lesson step's own question (its options, answer and why as ``explorer.lessons`
 
 from __future__ import annotations
 
+import re
+
 from explorer import lessons
 from explorer.session import GenerationSession
 from explorer.tokens import visible
 from explorer.workshop.service import Question
 
 NEXT_TOKEN_OPTIONS = 6
+# The kinds of question whose answer is the model's next token: every page covers what names it
+# until the reveal (explorer.ui.answer_cover). "lesson-next": a lesson step's (``asks_next_token``).
+HIDING_KINDS = frozenset({"next-token", "lesson-next"})
+
+
+NEXT_TOKEN_TITLE = "Next token at position {}"
+
+
+def asked_at(title: str) -> int | None:
+    """The position a "what token comes next?" question was asked at, from its title (else None)."""
+    found = re.fullmatch(NEXT_TOKEN_TITLE.format(r"(\d+)"), title)
+    return int(found.group(1)) if found else None
+
+
+def lesson_title(number: int, index: int) -> str:
+    """A lesson question's title: "Lesson 1, step 1: The next-token distribution"."""
+    return f"Lesson {number}, step {index + 1}: {lessons.step_of(number, index).title}"
 
 
 def lesson_question(number: int, index: int, posed: lessons.Posed) -> Question:
     """Lesson ``number``'s step ``index`` (from 0), as it was posed on the teacher's model."""
     step = lessons.step_of(number, index)
-    title = f"Lesson {number}, step {index + 1}: {step.title}"
-    return Question("lesson", title, step.question, list(posed.options), posed.answer, posed.why)
+    kind = "lesson-next" if step.asks_next_token else "lesson"
+    return Question(kind, lesson_title(number, index), step.question, list(posed.options), posed.answer, posed.why)
 
 
 def next_token_question(session: GenerationSession, n: int = NEXT_TOKEN_OPTIONS) -> Question:
@@ -36,6 +55,6 @@ def next_token_question(session: GenerationSession, n: int = NEXT_TOKEN_OPTIONS)
     )
     question = f"What token comes next after …{text!r}? (token {len(session.token_ids)})"
     return Question(
-        "next-token", f"Next token at position {len(session.token_ids)}", question, sorted(shown),
+        "next-token", NEXT_TOKEN_TITLE.format(len(session.token_ids)), question, sorted(shown),
         visible(best.text), why, {option: round(p, 6) for option, p in shown.items()},
     )  # fmt: skip

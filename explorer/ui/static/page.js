@@ -230,10 +230,19 @@
       );
       body.dataset.drawn = stamp;
     };
+    // What the cover below reads of the question: the sentence while it asks for the next token,
+    // and the title of a revealed question (it ends the cover of that lesson step).
+    const tellCover = () => {
+      const covers = (shown && shown.covers) || '', revealed = (shown && shown.revealed && shown.title) || '';
+      const d = document.body.dataset;
+      if (d.roundCovers !== covers) d.roundCovers = covers;
+      if (d.roundRevealed !== revealed) d.roundRevealed = revealed;
+    };
     const show = view => {
       if (view.gone) return gone(view.error);
       if (view.error) problem = view.error;
       else { shown = view; problem = ''; }
+      tellCover();
       draw();
     };
     // The seat is gone: said in the question's place at once, Send off; the panel's Sync makes
@@ -244,8 +253,9 @@
       gonePlace = JSON.stringify(w);
       document.body.dataset.workshopGone = w.code;  // (for a test: the page knows)
       problem = said || '';
-      if (shown) shown = {...shown, revealed: true, typed: false};  // nothing more can be sent
-      else shown = {round: null, options: [], mine: null, revealed: true, typed: false, question_html: '', result_html: ''};
+      if (shown) shown = {...shown, revealed: true, typed: false, covers: ''};  // nothing more can be sent
+      else shown = {round: null, options: [], mine: null, revealed: true, typed: false, covers: '', question_html: '', result_html: ''};
+      tellCover();  // an ended question hides nothing
       draw();
       document.querySelectorAll('#workshop-send, #workshop-choice input, #workshop-typed').forEach(b => { b.disabled = true; });
       sync('workshop-sync');
@@ -267,9 +277,10 @@
       let seen = '', place = '', last = null, token = null, lastSync = 0;
       for (;;) {
         const w = seat();
+        if (!w || !w.code) { shown = null; tellCover(); }  // left: no question of theirs covers anything
         if (!w || !w.code || document.hidden || JSON.stringify(w) === gonePlace) { await pause(500); continue; }
         if (JSON.stringify(w) !== place) {  // joined, left, follows again
-          if (w.token !== token) { shown = null; token = w.token; }  // another seat: another question
+          if (w.token !== token) { shown = null; token = w.token; tellCover(); }  // another seat: another question
           place = JSON.stringify(w); seen = ''; last = null;
         }
         const {status, data} = await ask('workshop/wait', {...credentials(w), seen});
@@ -299,6 +310,40 @@
         }
       }
     })();
+  })();
+
+  // While a question asks which token comes next (explorer/ui/answer_cover.py), every view that
+  // would name it is covered, the reason written in its place. Covered when the server's hidden
+  // box says so (the teacher's page, a learner alone, a following student on such a lesson step:
+  // while the strip holds the tokens it names, and until that step's question is revealed), or
+  // when a student's open question does (the workshop part above). Looked at whenever the page
+  // changes, and twice a second (a box's new value changes no element).
+  (() => {
+    const COVERED = __COVERED__;
+    const told = () => {
+      const box = document.querySelector('#answer-cover textarea, #answer-cover input');
+      if (!box || !box.value) return null;
+      try { return JSON.parse(box.value); } catch (e) { return null; }
+    };
+    const cover = () => {
+      const d = document.body.dataset, box = told();
+      let why = d.roundCovers || '';
+      if (!why && box && box.why) {
+        const held = box.tokens === null || box.tokens === tokens().length;
+        const revealed = box.step && d.roundRevealed === box.step;
+        if (held && !revealed) why = box.why;
+      }
+      for (const selector of COVERED) {
+        const view = document.querySelector(selector);
+        if (!view) continue;
+        if (why && view.dataset.answerHidden !== why) view.dataset.answerHidden = why;
+        if (!why && view.dataset.answerHidden !== undefined) delete view.dataset.answerHidden;
+      }
+      if ((document.body.dataset.answerCovered || '') !== why) document.body.dataset.answerCovered = why;  // (for a test)
+    };
+    whenPageChanges(cover);
+    setInterval(cover, 500);
+    cover();
   })();
 
   // The server this page talks to (explorer/ui/health.py): GET health every 2 s names it. A

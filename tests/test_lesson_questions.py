@@ -1,0 +1,227 @@
+"""Issue 40, items 1 and 2, on the server: a lesson question is about the view the class (or a
+learner alone) is looking at, and nothing shows the answer of a "which token comes next?"
+question before it is revealed or checked.
+
+1. Asking a step's question (the workshop) or checking an answer (a learner alone) after the view
+   moved on puts the step's own view back first; the question's options and answer are those of
+   the view then on screen.
+2. What covers the next token, and when (``explorer.ui.answer_cover``; the page's script covers
+   it: tests/browser/test_lesson_questions_ui.py), the teacher's chart without the model's bars
+   before the reveal, and a student's question saying to cover while it is open."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from explorer import lessons
+from explorer.ui import answer_cover, lesson_events, workshop_events, workshop_round
+from explorer.ui.shown import current_snapshot
+from explorer.ui.workshop_seats import Leading
+from explorer.viz.workshop import tally_figure
+from explorer.workshop import Workshops, connect
+from explorer.workshop.questions import lesson_question, lesson_title, next_token_question
+
+REQUEST = SimpleNamespace(session_hash="test-lesson-questions")
+
+
+@pytest.fixture
+def ws(tmp_path, monkeypatch):
+    store = Workshops(connect(f"sqlite:///{tmp_path / 'w.sqlite3'}"))
+    monkeypatch.setattr(workshop_events, "_store", store)
+    return store
+
+
+def set_up(number: int, index: int):
+    return lesson_events.set_up(REQUEST, None, number, index, None)["state"]
+
+
+def moved_on(st) -> None:
+    """What the teacher of issue 40 did after setting up lesson 4: Step, layer 5, head 3, Logit lens."""
+    st.session.step()
+    st.layer, st.head, st.tab = 5, "3", "lens"
+
+
+# ---------------------------------------------------------------- 1. the step's own view
+def test_asking_after_the_teacher_moved_on_puts_the_steps_view_back_first(ws):
+    st = set_up(4, 0)
+    step_view = current_snapshot(st)
+    started = ws.start(4)
+    st.workshop = Leading(started.code, started.secret, 4)
+    moved_on(st)
+    out = workshop_events.on_ask(REQUEST, st)
+    # The teacher's page shows the step's view again: its tokens, layer, head and tab...
+    assert current_snapshot(st) == step_view
+    # ...published for the class before the question (students take it: a newer view version)...
+    _, view = ws.led_view(started.code)
+    assert view["session"]["generated"] == step_view.generated and view["session"]["layer"] == step_view.layer
+    assert view["session"]["head"] == step_view.head and view["session"]["tab"] == step_view.tab
+    # ...and the question is the one that view answers, as the model answers it now.
+    tally = ws.tally(started.code, started.secret)
+    again = lessons.previous_token_head(st.session)
+    assert (tally.options, tally.answer) == (again.options, again.answer)
+    assert (str(again.layer), again.head) == (str(st.layer), st.head)
+    # The teacher's panel says what asking did, and why.
+    said = out["workshop_tally"]
+    assert "put back" in said and "layer 5" in said and "head 3" in said and "Logit lens" in said
+
+
+def test_asking_on_the_steps_own_view_changes_nothing_on_screen(ws):
+    st = set_up(4, 0)
+    started = ws.start(4)
+    st.workshop = Leading(started.code, started.secret, 4)
+    session = st.session
+    out = workshop_events.on_ask(REQUEST, st)
+    assert st.session is session and "kept" not in out and "put back" not in out["workshop_tally"]
+    assert ws.tally(started.code, started.secret).answer == st.lesson.posed.answer
+
+
+def test_a_step_whose_question_asks_to_step_is_asked_on_the_view_as_it_is(ws):
+    """Lesson 3, step 1 asks the class to switch the cache off and step: its answer holds whatever
+    they do, and asking leaves the teacher's experiment on screen."""
+    st = set_up(3, 0)
+    started = ws.start(3)
+    st.workshop = Leading(started.code, started.secret, 3)
+    st.session.step()
+    tokens = list(st.session.token_ids)
+    workshop_events.on_ask(REQUEST, st)
+    assert st.session.token_ids == tokens and lesson_events.view_changes(st, st.lesson) == []
+
+
+def test_a_view_that_cannot_be_put_back_asks_nothing_and_says_why(ws, monkeypatch):
+    st = set_up(4, 0)
+    started = ws.start(4)
+    st.workshop = Leading(started.code, started.secret, 4)
+    moved_on(st)
+
+    def cannot(*args, **kwargs):
+        raise lessons.InputError("smollm2-135m-instruct cannot be loaded here")
+
+    monkeypatch.setattr(lesson_events.lifecycle, "apply_snapshot", cannot)
+    warned = []
+    monkeypatch.setattr("explorer.ui.tab.gr.Warning", warned.append)
+    assert workshop_events.on_ask(REQUEST, st) == {"__type__": "update"}  # nothing changes on the page
+    assert ws.tally(started.code, started.secret) is None  # nothing asked
+    assert "Nothing was asked" in warned[0] and "cannot be loaded here" in warned[0]
+
+
+def test_check_puts_the_steps_view_back_before_it_checks(monkeypatch):
+    """A learner alone: an answer given on another view is not checked against the step's; the
+    step's view comes back and they are asked to look again. Then Check checks."""
+    st = set_up(4, 0)
+    step_view, answer = current_snapshot(st), st.lesson.posed.answer
+    moved_on(st)
+    out = lesson_events.on_lesson_check(REQUEST, st, answer, {})
+    assert "Right" not in out["lesson_feedback"] and "view is back" in out["lesson_feedback"]
+    assert current_snapshot(st) == step_view and "lessons_done" not in out
+    st.tab = "lens"  # another tab alone changes no answer: checked
+    out = lesson_events.on_lesson_check(REQUEST, st, answer, {})
+    assert out["lesson_feedback"].startswith("✓ **Right.**") and out["lessons_done"] == {"4": [0]}
+
+
+def test_view_changes_name_what_moved():
+    st = set_up(4, 2)  # the step that switches three heads off
+    at = st.lesson
+    assert lesson_events.view_changes(st, at) == []
+    st.switched_off = type(st.switched_off)()
+    st.query = 3
+    changed = lesson_events.view_changes(st, at)
+    assert changed == ["other heads switched off"]  # the selected token matters to no question of this step
+
+
+# ---------------------------------------------------------------- 2. what covers the next token
+def test_a_learner_alone_has_the_next_token_covered_until_they_check():
+    st = set_up(1, 0)
+    cover = json.loads(answer_cover.lesson_cover(st))
+    assert cover == {"why": answer_cover.UNTIL_CHECKED, "step": lesson_title(1, 0), "tokens": len(st.session.token_ids)}
+    wrong = next(o for o in st.lesson.posed.options if o != st.lesson.posed.answer)
+    out = lesson_events.on_lesson_check(REQUEST, st, wrong, {})
+    assert out["answer_cover"] == "" and "Not quite" in out["lesson_feedback"]
+    assert answer_cover.lesson_cover(set_up(1, 1)) == ""  # a question that does not ask for the next token
+
+
+def test_the_teachers_page_is_covered_until_the_question_is_revealed(ws):
+    st = set_up(1, 0)
+    started = ws.start(1)
+    st.workshop = Leading(started.code, started.secret, 1)
+    assert json.loads(answer_cover.teacher_cover(st, None))["why"] == answer_cover.UNTIL_REVEALED  # before asking
+    out = lesson_events.on_lesson_check(REQUEST, st, st.lesson.posed.answer, {})  # the teacher's own Check...
+    assert json.loads(out["answer_cover"])["why"] == answer_cover.UNTIL_REVEALED  # ...uncovers nothing projected
+    workshop_events.on_ask(REQUEST, st)
+    asked = ws.tally(started.code, started.secret)
+    assert asked.kind == "lesson-next" and json.loads(answer_cover.teacher_cover(st, asked))["why"]
+    ws.reveal(started.code, started.secret)
+    assert answer_cover.teacher_cover(st, ws.tally(started.code, started.secret)) == ""
+    # "What token comes next?" at any step: covered from the question to its reveal.
+    st.session.step()
+    ws.pose(started.code, started.secret, next_token_question(st.session))
+    cover = json.loads(answer_cover.teacher_cover(st, ws.tally(started.code, started.secret)))
+    assert cover == {"why": answer_cover.UNTIL_REVEALED, "step": "", "tokens": None}
+    ws.reveal(started.code, started.secret)
+    assert answer_cover.teacher_cover(st, ws.tally(started.code, started.secret)) == ""
+
+
+def test_a_student_is_covered_on_the_teachers_step_and_by_an_open_question(ws):
+    st = set_up(1, 0)
+    session = workshop_events.kept_value(st)
+    tokens = len(st.session.token_ids)
+    cover = json.loads(answer_cover.student_cover([1, 0], session, tokens))
+    assert cover == {"why": answer_cover.UNTIL_REVEALED, "step": lesson_title(1, 0), "tokens": tokens}
+    stepped = {**session, "generated": [*session["generated"], 42]}
+    assert answer_cover.student_cover([1, 0], stepped, tokens + 1) == ""  # the teacher stepped: Step showed it
+    for at in ([1, 1], None, [1], [99, 0], ["1", "0"], [True, 0]):  # another step, or what no step is
+        assert answer_cover.student_cover(at, session, tokens) == ""
+    # The question itself says to cover while it is open: the page's script reads it.
+    started = ws.start(1)
+    seat = ws.join(started.code, "", "a")
+    ws.pose(started.code, started.secret, lesson_question(1, 0, st.lesson.posed))
+    shown = workshop_round.round_view(ws.student_round(seat))
+    assert shown["covers"] == answer_cover.UNTIL_REVEALED and shown["title"] == lesson_title(1, 0)
+    ws.reveal(started.code, started.secret)
+    assert workshop_round.round_view(ws.student_round(seat))["covers"] == ""
+    ws.pose(started.code, started.secret, lesson_question(4, 0, set_up(4, 0).lesson.posed))
+    assert workshop_round.round_view(ws.student_round(seat))["covers"] == ""  # a head's question: nothing
+
+
+def test_the_teachers_chart_shows_the_models_probabilities_only_once_revealed(ws):
+    st = set_up(1, 0)
+    started = ws.start(1)
+    ws.join(started.code, "", "a")
+    ws.pose(started.code, started.secret, next_token_question(st.session))
+    before = tally_figure(ws.tally(started.code, started.secret))
+    assert [trace["name"] for trace in before["data"]] == ["the class"]
+    assert "probabilities come with the reveal" in before["layout"]["title"]["text"]
+    ws.reveal(started.code, started.secret)
+    after = tally_figure(ws.tally(started.code, started.secret))
+    assert [trace["name"] for trace in after["data"]] == ["the class", "the model's probability"]
+
+
+def test_asking_again_is_about_the_same_view(ws, monkeypatch):
+    """Ask again after the teacher moved on: a lesson step's question puts the step's view back
+    first; another step's question, or "what token comes next?" after a Step, is not asked again."""
+    st = set_up(4, 0)
+    step_view = current_snapshot(st)
+    started = ws.start(4)
+    st.workshop = Leading(started.code, started.secret, 4)
+    workshop_events.on_ask(REQUEST, st)
+    ws.reveal(started.code, started.secret)
+    moved_on(st)
+    out = workshop_events.on_again(REQUEST, st)
+    assert current_snapshot(st) == step_view and "put back" in out["workshop_tally"]
+    assert ws.tally(started.code, started.secret).number == 2
+    warned = []
+    monkeypatch.setattr("explorer.ui.tab.gr.Warning", warned.append)
+    st.session.step()
+    ws.pose(started.code, started.secret, next_token_question(st.session))
+    st.session.step()  # the class has seen the answer now
+    assert workshop_events.on_again(REQUEST, st) == {"__type__": "update"}
+    assert "Nothing was asked" in warned[-1] and ws.tally(started.code, started.secret).number == 3
+    st.session.undo()  # back where it was asked: asked again
+    workshop_events.on_again(REQUEST, st)
+    assert ws.tally(started.code, started.secret).number == 4
+    other = lesson_events.set_up(REQUEST, st, 4, 1, None)["state"]  # another step of the lesson
+    ws.pose(started.code, started.secret, lesson_question(4, 0, lessons.previous_token_head(other.session)))
+    assert workshop_events.on_again(REQUEST, other) == {"__type__": "update"}
+    assert "Lesson 4, step 1" in warned[-1] and ws.tally(started.code, started.secret).number == 5
