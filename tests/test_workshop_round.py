@@ -210,3 +210,16 @@ def test_a_malformed_body_is_a_4xx_with_a_sentence_never_a_traceback(ws, client,
         assert said.endswith(".") and "Traceback" not in said and "Error" not in said
     assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL") or r.exc_info]
     assert ws.tally(started.code, started.secret).answered == 0
+
+
+def test_a_removed_seats_token_stops_working(ws, client, room):
+    """Issue 40, item 9: the teacher removes a seat; its token neither reads nor answers."""
+    started, ada, other = room
+    ws.pose(started.code, started.secret, LESSON_Q)
+    open_round = ask(client, ada).json()["round"]
+    ws.remove(started.code, started.secret, 1)
+    for path, body in (("/workshop/round", {}), ("/workshop/answer", {"round": open_round, "choice": "another token"})):
+        gone = ask(client, ada, path, **body)
+        assert gone.status_code == 409 and "removed this seat" in gone.json()["error"]
+    assert ask(client, other).status_code == 200
+    assert ws.tally(started.code, started.secret).answered == 0

@@ -464,12 +464,16 @@ class Workshops:
         with self._reading() as db:
             self._workshop(db, code)
             found = db.execute(
-                sa.select(students.c.id, students.c.name).where(
-                    students.c.workshop == code, students.c.token_hash == digest(token), students.c.removed.is_(None)
+                sa.select(students.c.id, students.c.name, students.c.removed).where(
+                    students.c.workshop == code, students.c.token_hash == digest(token)
                 )
             ).one_or_none()
         if found is None:
             raise WorkshopError(f"This browser is not in workshop {code}: join it again with the room code.")
+        if found.removed is not None:
+            raise WorkshopError(
+                f"Your teacher removed this seat from workshop {code}: ask them if you should join again."
+            )
         return Seat(code, token, found.id, found.name)
 
     def answer(self, seat: Seat, round_id: int, answer: object) -> str:
