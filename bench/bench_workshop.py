@@ -296,7 +296,9 @@ def plain_class(url: str) -> LoadReport:
 @contextlib.contextmanager
 def serving(replicas: int, log: Path, db_url: str):
     """(URL, the server processes' pids): one app process, or nginx and ``replicas`` replicas."""
-    env = {"DECODER_EXPLORER_DATABASE_URL": db_url, "DECODER_EXPLORER_PROFILE": "1"}
+    # Thirty students from one address (this machine): a school router's class, as its teacher allows.
+    env = {"DECODER_EXPLORER_DATABASE_URL": db_url, "DECODER_EXPLORER_PROFILE": "1",
+           "DECODER_EXPLORER_SEATS_PER_ADDRESS": str(STUDENTS)}  # fmt: skip
     if not replicas:
         with running_app(log, **env) as (url, server):
             yield url, [server.pid]

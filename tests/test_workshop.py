@@ -6,6 +6,7 @@ the reason printed."""
 from __future__ import annotations
 
 import csv
+import html
 import io
 import threading
 
@@ -21,7 +22,7 @@ LESSON_Q = Question("lesson", "Lesson 3, step 1", "Will the token change?", ["th
                     "the same token", "The cache holds the same numbers.")  # fmt: skip
 NEXT_Q = Question("next-token", "Next token", "What comes next?", ["·Paris", "·the", "⏎"], "·Paris", "Most probable.",
                   {"·Paris": 0.5, "·the": 0.2, "⏎": 0.1})  # fmt: skip
-TABLES = ("workshops", "students", "rounds", "answers", "join_attempts")
+TABLES = ("workshops", "students", "rounds", "answers", "answer_log", "downloads", "join_attempts")
 
 
 class Clock:
@@ -163,6 +164,7 @@ def test_a_student_cannot_answer_in_another_workshop(ws):
 
 def test_thirty_students_answer_at_once_none_lost_none_doubled(ws):
     started = ws.start(1)
+    ws.allow_seats_per_address(started.code, started.secret, 30)  # a class behind one school router
     seats = [ws.join(started.code, f"student {i}", "school") for i in range(30)]
     round_id = ws.pose(started.code, started.secret, NEXT_Q)
     errors = []
@@ -243,7 +245,8 @@ def test_an_expired_workshop_is_gone_from_the_database(url, clock):
     with pytest.raises(WorkshopError, match="no workshop"):
         ws.join(old.code, "late", "b")  # a join deletes what expired first
     assert ws.purge() == 0
-    assert rows(ws) == {"workshops": 1, "students": 0, "rounds": 0, "answers": 0, "join_attempts": 1}  # the late one
+    assert rows(ws) == {"workshops": 1, "students": 0, "rounds": 0, "answers": 0, "answer_log": 0, "downloads": 0,
+                        "join_attempts": 1}  # the late one  # fmt: skip
     assert ws.pulse(kept.code) is not None
     engine.dispose()
 
@@ -290,6 +293,7 @@ def test_the_csv_holds_exactly_the_answers_given(ws, clock):
         ("1", "", "1", "Ada", "·the", "no"), ("1", "", "2", "'=HYPERLINK(1)", "'-1+1", "no"),
         ("2", "1", "1", "Ada", "·Paris", "yes"),
     ]  # fmt: skip
+    assert ws.answers_csv(started.code, started.secret).startswith('"workshop","round"')  # every cell quoted
 
 
 def test_sqlite_is_in_wal_mode(tmp_path):
@@ -410,6 +414,10 @@ def test_names_and_guesses_are_shown_as_text():
 
     shown = as_text("<img src=x onerror=alert(1)>*Bo*_[x](y)")
     assert "<" not in shown and "&lt;img" in shown and "\\*Bo\\*" in shown and "\\[x\\]\\(y\\)" in shown
+    for address in ("https://evil.example/x", "www.evil.example", "mail@evil.example"):  # issue 40, item 12
+        linked = as_text(address)
+        assert not any(mark in linked for mark in ("://", "www.", "@", ".example"))  # nothing a linker reads
+        assert html.unescape(linked.replace("\\", "")) == address  # the browser shows the characters
 
 
 @pytest.mark.parametrize(("kept_following", "follows"), [(False, False), (True, True), ("no", True), (None, True)])
@@ -461,3 +469,243 @@ def test_a_following_student_reads_the_lesson_step_the_teacher_is_on():
     assert step.question not in shown  # asked by the teacher, not before
     for at in (None, [3], [3, 99], [99, 0], ["3", "1"], [True, 0], {"lesson": 3}):
         assert led_lesson_text(at) == texts.LESSONS
+
+
+# ---------------------------------------------------------------- issue 40: what a stranger can do
+def test_one_address_holds_a_few_live_workshops_and_an_operator_ends_any(url, clock, monkeypatch, capsys):
+    """Item 7: one tab started 100 workshops and took every slot for a day."""
+    engine = connect(url)
+    ws = Workshops(engine, Limits(workshops=10, workshops_per_client=3), clock)
+    mine = [ws.start(1, owner="203.0.113.7") for _ in range(3)]
+    with pytest.raises(WorkshopError, match="Your network already runs 3 workshops"):
+        ws.start(1, owner="203.0.113.7")
+    other = ws.start(2, owner="198.51.100.2")  # another teacher is not held back by it
+    ws.end(mine[0].code, mine[0].secret)  # the teacher ends one of theirs (their teacher link opens it)...
+    ws.start(1, owner="203.0.113.7")  # ...and may start another
+    # The operator: the command lists the live ones and ends any, without the teacher's secret.
+    monkeypatch.setenv(database.DATABASE_URL_ENV, url)
+    from explorer.workshop.__main__ import main
+
+    assert main(["list"]) == 0
+    listed = capsys.readouterr().out
+    assert "4 live workshops" in listed and other.code in listed and "198.51.100.2" in listed
+    assert main(["end", other.code.lower()]) == 0
+    assert f"Workshop {other.code} ended" in capsys.readouterr().out
+    assert ws.pulse(other.code) is None
+    assert main(["end", other.code]) == 1 and "There is no workshop" in capsys.readouterr().err
+    assert main(["end", "not a code"]) == 2 and "is not a room code" in capsys.readouterr().err
+    engine.dispose()
+
+
+def test_the_operators_command_runs_as_documented(tmp_path):
+    """``python -m explorer.workshop end CODE`` (docs/serving.md), in a process of its own."""
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'workshops.sqlite3'}"
+    engine = connect(url)
+    started = Workshops(engine, Limits()).start(1, owner="10.0.0.1")
+    env = {"DECODER_EXPLORER_DATABASE_URL": url, "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-m", "explorer.workshop", "end", started.code], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert Workshops(engine, Limits()).pulse(started.code) is None
+    engine.dispose()
+
+
+def test_a_teacher_locks_the_workshop_and_removes_a_seat(ws):
+    """Item 9: anyone with the code filled the class, and the teacher could remove nobody."""
+    started = ws.start(1)
+    ada, intruder = ws.join(started.code, "Ada", "10.0.0.1"), ws.join(started.code, "spam", "10.0.0.66")
+    round_id = ws.pose(started.code, started.secret, LESSON_Q)
+    ws.answer(intruder, round_id, "another token")
+    asked = ws.pulse(started.code).asked
+    ws.remove(started.code, started.secret, 2)  # numbered as in the roll and the CSV
+    with pytest.raises(WorkshopError, match="Your teacher removed this seat"):
+        ws.seat(started.code, intruder.token)
+    assert ws.pulse(started.code).asked == asked + 1  # every student page asks again: the removed one is told
+    assert ws.seats(started.code, started.secret) == [(1, "Ada")] and ws.pulse(started.code).students == 1
+    assert ws.seat(started.code, ada.token) == ada  # the others stay
+    assert "spam" in ws.answers_csv(started.code, started.secret)  # what they said before stays in the CSV
+    for bad in (2, 9, 0, "1", True, None):
+        with pytest.raises(WorkshopError, match="no such student"):
+            ws.remove(started.code, started.secret, bad)
+    with pytest.raises(WorkshopError, match="Only the teacher"):
+        ws.remove(started.code, "forged", 1)
+    ws.lock(started.code, started.secret, True)
+    assert ws.settings(started.code, started.secret)[0]
+    with pytest.raises(WorkshopError, match="closed to new students"):
+        ws.join(started.code, "late", "10.0.0.2")
+    assert ws.seat(started.code, ada.token) == ada  # a locked workshop keeps its class
+    ws.lock(started.code, started.secret, False)
+    ws.join(started.code, "late", "10.0.0.2")
+    with pytest.raises(WorkshopError, match="Only the teacher"):
+        ws.lock(started.code, ada.token, True)
+
+
+def test_one_address_holds_a_few_seats_unless_the_teacher_allows_more(url, clock):
+    """Item 9: 100 joins from one address filled a class; a school router needs more than a few."""
+    engine = connect(url)
+    ws = Workshops(engine, Limits(seats_per_address=3), clock)
+    started = ws.start(1)
+    seats = [ws.join(started.code, "", "198.51.100.9") for _ in range(3)]
+    with pytest.raises(WorkshopError, match="already has 3 students from your network"):
+        ws.join(started.code, "", "198.51.100.9")
+    ws.join(started.code, "", "198.51.100.10")  # another address joins
+    ws.remove(started.code, started.secret, 1)  # a removed seat frees its place
+    ws.join(started.code, "", "198.51.100.9")
+    assert ws.settings(started.code, started.secret) == (False, 3)
+    assert ws.allow_seats_per_address(started.code, started.secret, 30) == 30
+    ws.join(started.code, "", "198.51.100.9")
+    for bad in (0, 101, "30", None, True, float("nan")):
+        with pytest.raises(WorkshopError, match="a number from 1 to 100"):
+            ws.allow_seats_per_address(started.code, started.secret, bad)
+    assert len(seats) == 3
+    engine.dispose()
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["Ada", "مهسا\u200cنوری", "👩\u200d💻 Kim", "👍🏽", "Zoë", "李小龙", "Ngũgĩ", "देवी\u200dका", "Łukasz", "<b>Bo</b>"],
+)
+def test_a_real_name_in_any_script_is_accepted(ws, name):
+    """Item 12: a Persian name with ZWNJ and an emoji with ZWJ were refused."""
+    started = ws.start(1)
+    assert ws.join(started.code, name, "a").name == name
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["\u3164", "\u2800", "\u115f\u1160", "\uffa0", "A\u3164", "\u200b", "\u200d", "\u200cA", "A\u202eB",
+     "Teacher", "teacher", "TEACHER", "Ｔｅａｃｈｅｒ", "Тeacher", "ТЕАСНЕR", "T e a c h e r", "Téacher", "Teach3r",
+     "The teacher", "ᴛᴇᴀᴄʜᴇʀ"],
+)  # fmt: skip
+def test_an_invisible_name_or_one_posing_as_the_teacher_is_refused(ws, name):
+    """Item 12: U+3164, U+2800 and look-alikes of "Teacher" were accepted."""
+    started = ws.start(1)
+    with pytest.raises(WorkshopError, match=r"invisible|pose as the teacher"):
+        ws.join(started.code, name, "a")
+
+
+@pytest.mark.parametrize(
+    ("cell", "quoted"),
+    [("=1+1", True), ("x;=1+1", True), ("x,=1+1", True), ("a|@SUM(1)", True), ("＝1+1", True), ("＋1", True),
+     (" =1+1", True), ("\t=1", True), ("\r=1", True), ("x\n=1", True), ("-2", True), ("@x", True),
+     ("Ada", False), ("·Paris", False), ("x = 1", False), ("a, b", False), ("", False)],
+)  # fmt: skip
+def test_every_cell_a_spreadsheet_could_read_as_a_formula_is_quoted(cell, quoted):
+    """Item 12: the guard looked at the first character only (OWASP: CSV injection)."""
+    from explorer.workshop import rules
+
+    assert rules.safe_cell(cell) == ("'" + cell if quoted else cell)
+
+
+def test_the_csv_has_every_answer_given_and_the_question_as_plain_text(ws, clock):
+    """Item 4: a student who changed from right to wrong showed only the wrong one; **Step** was in it."""
+    started = ws.start(1)
+    ada = ws.join(started.code, "Ada", "a")
+    question = Question("lesson", "Lesson 1, step 1", "Which token will **Step** choose, `greedy`?",
+                        ["·Paris", "·the"], "·Paris", "Most probable.")  # fmt: skip
+    round_id = ws.pose(started.code, started.secret, question)
+    ws.answer(ada, round_id, "·Paris")
+    clock.now += 5
+    ws.answer(ada, round_id, "·the")  # right, then wrong: both are answers given
+    table = list(csv.DictReader(io.StringIO(ws.answers_csv(started.code, started.secret))))
+    assert [(r["answer"], r["right"]) for r in table] == [("·Paris", "yes"), ("·the", "no")]
+    assert {r["question"] for r in table} == {"Which token will Step choose, greedy?"}
+    assert ws.tally(started.code, started.secret).counts == {"·Paris": 0, "·the": 1}  # the last one counts
+
+
+def test_the_csv_opens_once_by_a_ticket_and_never_after_the_end(ws, clock):
+    """Items 4 and 13: an old download link stayed (old rows), and still downloaded after the end."""
+    started = ws.start(1)
+    ada = ws.join(started.code, "Ada", "a")
+    ws.answer(ada, ws.pose(started.code, started.secret, LESSON_Q), "another token")
+    with pytest.raises(WorkshopError, match="Only the teacher"):
+        ws.download_ticket(started.code, ada.token)
+    ticket = ws.download_ticket(started.code, started.secret)
+    assert "another token" in ws.download(started.code, ticket)
+    with pytest.raises(WorkshopError, match="used or is too old"):
+        ws.download(started.code, ticket)  # once only: a link kept is not the answers of later
+    late = ws.download_ticket(started.code, started.secret)
+    clock.now += 61
+    with pytest.raises(WorkshopError, match="used or is too old"):
+        ws.download(started.code, late)
+    kept = ws.download_ticket(started.code, started.secret)
+    ws.end(started.code, started.secret)
+    with pytest.raises(WorkshopError, match="no workshop"):
+        ws.download(started.code, kept)
+    assert rows(ws)["downloads"] == 0 and rows(ws)["answer_log"] == 0
+
+
+def test_an_expired_workshop_is_deleted_on_time_without_a_join(url, clock):
+    """Item 13: an expired workshop's rows stayed until the next join attempt."""
+    from explorer.workshop.service import purge_every
+
+    engine = connect(url)
+    ws = Workshops(engine, Limits(hours=1), clock)
+    started = ws.start(1)
+    ws.answer(ws.join(started.code, "Ada", "a"), ws.pose(started.code, started.secret, LESSON_Q), "another token")
+    stop = purge_every(ws, 0.05)
+    try:
+        assert rows(ws)["workshops"] == 1
+        clock.now += 3601
+        for _ in range(600):  # the purge runs on its own (no join, no start): wait for it, however slow
+            if rows(ws)["workshops"] == 0:
+                break
+            threading.Event().wait(0.05)
+        assert {k: v for k, v in rows(ws).items() if k != "join_attempts"} == dict.fromkeys(TABLES[:-1], 0)
+    finally:
+        stop.set()
+    engine.dispose()
+
+
+def test_the_sqlite_file_and_its_wal_are_private(tmp_path, monkeypatch):
+    """Item 13: workshops.sqlite3 and its WAL were 0644 in a 0755 folder."""
+    monkeypatch.delenv(database.DATABASE_URL_ENV, raising=False)
+    monkeypatch.setenv("DECODER_EXPLORER_CACHE", str(tmp_path / "cache"))
+    engine = connect(database.default_url())
+    ws = Workshops(engine, Limits())
+    ws.join(ws.start(1).code, "Ada", "a")
+    folder = tmp_path / "cache"
+    files = sorted(folder.glob("workshops.sqlite3*"))
+    assert {"workshops.sqlite3", "workshops.sqlite3-wal"} <= {f.name for f in files}
+    assert {f.name: oct(f.stat().st_mode & 0o777) for f in files} == {f.name: "0o600" for f in files}
+    assert oct(folder.stat().st_mode & 0o777) == "0o700"
+    engine.dispose()
+
+
+def test_a_database_made_by_the_release_before_gets_the_new_columns(url, clock):
+    """A server upgraded in place keeps its workshops: the columns issue 40 added are added."""
+    engine = connect(url)
+    started = Workshops(engine, Limits(), clock).start(1)
+    with engine.begin() as db:
+        db.exec_driver_sql("DROP INDEX IF EXISTS ix_workshops_owner")
+        for table, names in database.ADDED_COLUMNS.items():
+            for name in names:
+                db.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN {name}")
+    engine.dispose()
+    again = Workshops(connect(url), Limits(), clock)
+    again.join(started.code, "Ada", "a")
+    again.lock(started.code, started.secret, True)
+    assert again.settings(started.code, started.secret) == (True, Limits().seats_per_address)
+    again.engine.dispose()
+
+
+def test_the_app_opens_the_workshops_and_their_purge_without_a_visitor(tmp_path, monkeypatch):
+    """Item 13: after a restart, expired workshops are deleted though nobody uses a workshop."""
+    from fastapi import FastAPI
+
+    from explorer.ui import workshop_events
+
+    monkeypatch.setenv(database.DATABASE_URL_ENV, f"sqlite:///{tmp_path / 'w.sqlite3'}")
+    monkeypatch.setattr(workshop_events, "_store", None)
+    monkeypatch.setattr(workshop_events, "PURGE_START_S", 0.01)
+    workshop_events.add_routes(FastAPI())
+    for _ in range(1200):  # however slow the machine
+        if workshop_events._store is not None:
+            break
+        threading.Event().wait(0.05)
+    assert workshop_events._store is not None  # opened by the app's own timer
+    assert any(t.name == "workshop-purge" for t in threading.enumerate())
+    workshop_events._store.engine.dispose()

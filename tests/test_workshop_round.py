@@ -172,3 +172,54 @@ def test_the_pace_is_a_token_bucket_that_refills_and_forgets_the_oldest():
     slow.check(seats[0])
     with pytest.raises(workshop_round.Refused):
         slow.check(seats[0])
+
+
+def nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        nested(1000),  # 2 KB of nested arrays: deeper than Python's JSON parser goes (a RecursionError)
+        b'{"code": ' + nested(1000)[:2000] + b"}",
+        b'{"round": 9223372036854775808}',  # beyond SQLite's INTEGER (an OverflowError)
+        b'{"round": 18446744073709551616}',
+        b'{"round": -1}',
+        b'{"round": 0}',
+        b'{"round": 1e400}',
+        b'{"round": NaN}',
+        b'{"round": ' + b"9" * 1900 + b"}",
+        b'\xff\xfe{"round": 1}',  # not UTF-8
+        b'{"code": "\\ud800", "token": "\\udfff"}',  # lone surrogates
+    ],
+)
+def test_a_malformed_body_is_a_4xx_with_a_sentence_never_a_traceback(ws, client, room, body, caplog):
+    """Issue 40, item 11: each of these was HTTP 500 with a traceback in the server's log."""
+    started, ada, _ = room
+    ws.pose(started.code, started.secret, LESSON_Q)
+    seat = json.dumps({"code": ada.code, "token": ada.token, "choice": "another token"}).encode()
+    for path in ("/workshop/round", "/workshop/answer"):
+        sent = body if not body.startswith(b'{"round"') else seat[:-1] + b", " + body[1:]
+        refused = client.post(path, content=sent, headers={"Content-Type": "application/json"})
+        if path == "/workshop/round" and body.startswith(b'{"round"'):
+            assert refused.status_code == 200  # a question read: the round number is not read
+            continue
+        assert 400 <= refused.status_code < 500, (path, refused.status_code, refused.text[:200])
+        said = refused.json()["error"]
+        assert said.endswith(".") and "Traceback" not in said and "Error" not in said
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL") or r.exc_info]
+    assert ws.tally(started.code, started.secret).answered == 0
+
+
+def test_a_removed_seats_token_stops_working(ws, client, room):
+    """Issue 40, item 9: the teacher removes a seat; its token neither reads nor answers."""
+    started, ada, other = room
+    ws.pose(started.code, started.secret, LESSON_Q)
+    open_round = ask(client, ada).json()["round"]
+    ws.remove(started.code, started.secret, 1)
+    for path, body in (("/workshop/round", {}), ("/workshop/answer", {"round": open_round, "choice": "another token"})):
+        gone = ask(client, ada, path, **body)
+        assert gone.status_code == 404 and "no place in that workshop" in gone.json()["error"]  # as any seatless
+    assert ask(client, other).status_code == 200
+    assert ws.tally(started.code, started.secret).answered == 0

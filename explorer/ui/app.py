@@ -50,6 +50,10 @@ SHOW_WORKSHOP = """() => requestAnimationFrame(() => {
     document.querySelector('#workshop-code input, #workshop-code textarea')?.focus({preventScroll: true}); })"""
 # The browser kept another view of the tab (its session's BrowserState changed): said to the page's script.
 VIEW_KEPT = "() => { document.dispatchEvent(new Event('decoder-explorer-view-kept')); }"
+# Opens the answers' download link the event just made (then empties it: a ticket is used once).
+OPEN_DOWNLOAD = """(link) => { if (link) { const a = document.createElement('a');
+  a.href = new URL(link, location.href).href; a.download = ''; document.body.append(a); a.click(); a.remove(); }
+  return ''; }"""
 WHOLE_LINKS = "(a, b) => [a, b].map(q => q && q.startsWith('?') ? location.origin + location.pathname + q : q)"
 
 __all__ = ["DECODER_EXAMPLES", "TRANSLATOR_EXAMPLES", "build_demo", "launch", "start"]
@@ -96,10 +100,13 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     workshop_shown = {*lesson_shown, *p(*WORKSHOP_VIEWS)}
     loaded = demo.load(on(page, lesson_events.on_load), [page.model, *settings, page.kept], lesson_shown)
     # Then a workshop link or the seat this browser kept (it needs the page's session first); a
-    # teacher link's secret goes from the address into the event's body, never into a URL.
+    # teacher link's secret goes from the address into the event's body, never into a URL. And the
+    # workshops this browser started, to lead or end one again.
     link = page.workshop_link
     loaded.then(None, None, [link], js=TEACHER_LINK_SCRIPT).then(
-        on(page, workshop_events.on_load), [page.state, page.workshop_seat, link], {*workshop_shown, *p(*LINKS), link}
+        on(page, workshop_events.on_load),
+        [page.state, page.workshop_seat, link, page.workshop_mine],
+        {*workshop_shown, *p(*LINKS), link, page.workshop_mine},
     ).then(None, p(*LINKS), p(*LINKS), js=WHOLE_LINKS)
     demo.load(on(page, lesson_events.on_progress), [page.lessons_done], [page.lesson], queue=False)
     wire_lessons(page, lesson_shown)
@@ -181,9 +188,13 @@ def wire_workshop(page: Page, shown: set) -> None:
     answers are not Gradio events (explorer.ui.workshop_round)."""
     p, state = page.pick, page.state
     panel = p(*WORKSHOP_VIEWS)
-    page.workshop_start.click(on(page, workshop_events.on_start), [state], [*panel, *p(*LINKS)]).then(
-        None, p(*LINKS), p(*LINKS), js=WHOLE_LINKS
-    )
+    page.workshop_start.click(
+        on(page, workshop_events.on_start), [state, page.workshop_mine], [*panel, *p(*LINKS), page.workshop_mine]
+    ).then(None, p(*LINKS), p(*LINKS), js=WHOLE_LINKS)
+    page.workshop_mine_open.click(
+        on(page, workshop_events.on_open_mine), [state, page.workshop_mine, page.workshop_mine_pick],
+        {*shown, *p(*LINKS)},
+    ).then(None, p(*LINKS), p(*LINKS), js=WHOLE_LINKS)  # fmt: skip
     page.workshop_join.click(on(page, workshop_events.on_join), [state, page.workshop_code, page.workshop_name], shown)
     # A change seen while the last one is still being shown: only the newest is shown next. The
     # panel's own sync has the panel's outputs only (a class of thirty sends one at every question).
@@ -208,9 +219,17 @@ def wire_workshop(page: Page, shown: set) -> None:
         (page.workshop_reveal, workshop_events.on_reveal),
     ):
         button.click(on(page, callback), [state], panel)
-    page.workshop_csv_button.click(on(page, workshop_events.on_csv), [state], [page.workshop_csv])
-    for button in (page.workshop_end, page.workshop_leave):
-        button.click(on(page, workshop_events.on_leave), [state], panel)
+    # One click: the event gets a download link (a ticket used once), the script opens it at once.
+    link = page.workshop_csv_link
+    page.workshop_csv_button.click(on(page, workshop_events.on_csv), [state], [link]).success(
+        None, [link], [link], js=OPEN_DOWNLOAD
+    )
+    info = [page.workshop_info]
+    page.workshop_lock.input(on(page, workshop_events.on_lock), [state, page.workshop_lock], info)
+    page.workshop_seats.submit(on(page, workshop_events.on_seats), [state, page.workshop_seats], info)
+    page.workshop_remove.click(on(page, workshop_events.on_remove), [state, page.workshop_remove_pick], panel)
+    page.workshop_end.click(on(page, workshop_events.on_end), [state, page.workshop_mine], [*panel, page.workshop_mine])
+    page.workshop_leave.click(on(page, workshop_events.on_leave), [state], panel)
 
 
 def wire_save_and_share(page: Page, restored: set) -> None:

@@ -26,6 +26,7 @@ from explorer.viz import colours
 BROWSER_KEY = "decoder-explorer-session"
 LESSONS_KEY = "decoder-explorer-lessons"  # which lesson steps this browser has answered
 WORKSHOP_KEY = "decoder-explorer-workshop"  # this browser's seat in a workshop (explorer.ui.workshop_seats)
+MINE_KEY = "decoder-explorer-workshops-started"  # the workshops this browser started, to lead or end again
 
 TEXT_ENV = "DECODER_EXPLORER_TEXT"  # the text a page opens with (python -m explorer --text)
 
@@ -128,6 +129,7 @@ def build_page(browser_secret: str) -> Page:
         kept=gr.BrowserState(None, storage_key=BROWSER_KEY, secret=browser_secret),
         lessons_done=gr.BrowserState({}, storage_key=LESSONS_KEY, secret=browser_secret),
         workshop_seat=gr.BrowserState(None, storage_key=WORKSHOP_KEY, secret=browser_secret),
+        workshop_mine=gr.BrowserState([], storage_key=MINE_KEY, secret=browser_secret),
     )
     page.add(**workshop_machinery())
     # Its "Join a workshop" link opens the Workshop panel (inside Lessons, where it costs the
@@ -209,6 +211,13 @@ def workshop_panel() -> dict:
             with gr.Row():
                 made["workshop_join"] = gr.Button("Join", variant="primary", size="sm", elem_id="workshop-join")
                 made["workshop_start"] = gr.Button("Start a workshop", size="sm", elem_id="workshop-start")
+            # The workshops this browser started that still run: open one to lead it, or to end it.
+            with gr.Row(equal_height=False, visible=False, elem_id="workshop-mine") as made["workshop_mine_row"]:
+                made["workshop_mine_pick"] = gr.Dropdown(
+                    label="Workshops you started in this browser", choices=[], elem_id="workshop-mine-pick",
+                    min_width=160,
+                )  # fmt: skip
+                made["workshop_mine_open"] = gr.Button("Lead it again", size="sm", elem_id="workshop-mine-open")
         with gr.Column(visible=False, elem_id="workshop-teacher") as made["workshop_teacher"]:
             made |= teacher_controls()
         with gr.Column(visible=False, elem_id="workshop-student") as made["workshop_student"]:
@@ -243,7 +252,23 @@ def teacher_controls() -> dict:
     with gr.Row():
         made["workshop_csv_button"] = gr.Button("Download the answers (CSV)", size="sm", elem_id="workshop-csv-button")
         made["workshop_end"] = gr.Button("End the workshop", variant="stop", size="sm", elem_id="workshop-end")
-    made["workshop_csv"] = gr.File(label="The class's answers", interactive=False, elem_id="workshop-csv")
+    # The download's link (a ticket used once): the page's script opens it at once (one click).
+    made["workshop_csv_link"] = gr.Textbox(
+        label="The answers' download (read by the page's script)", elem_id="workshop-csv-link",
+        elem_classes="machine-only",
+    )  # fmt: skip
+    # Who is in the class: closed to new students, the seats one network holds, a seat removed.
+    with gr.Row(equal_height=True):
+        made["workshop_lock"] = gr.Checkbox(label="Closed to new students", elem_id="workshop-lock")
+        made["workshop_seats"] = gr.Number(
+            label="Seats from one network", info="a class behind one school router: raise it, then Enter",
+            precision=0, minimum=1, maximum=1000, elem_id="workshop-seats", min_width=160,
+        )  # fmt: skip
+    with gr.Row(equal_height=False):
+        made["workshop_remove_pick"] = gr.Dropdown(
+            label="Remove a student", choices=[], elem_id="workshop-remove-pick", min_width=160
+        )
+        made["workshop_remove"] = gr.Button("Remove", size="sm", elem_id="workshop-remove")
     return made
 
 

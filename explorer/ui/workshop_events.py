@@ -32,6 +32,7 @@ from explorer.ui import (
     lifecycle,
     model_store,
     texts,
+    workshop_download,
     workshop_gate,
     workshop_round,
     workshop_watch,
@@ -46,12 +47,14 @@ from explorer.viz.workshop import tally_figure
 from explorer.workshop import Limits, WorkshopError, Workshops, connect, room_code
 from explorer.workshop.database import describe
 from explorer.workshop.questions import asked_at, lesson_question, lesson_title, next_token_question
+from explorer.workshop.service import purge_every
 
 # Everything the panel shows; each event returns the part it changed.
 WORKSHOP_VIEWS = (
     "workshop_panel", "workshop_info", "workshop_enter", "workshop_teacher", "workshop_student", "workshop_live",
     "workshop_seat", "workshop_chart", "workshop_tally", "workshop_follow", "workshop_code", "workshop_focus",
-    "workshop_room", "lesson_answer", "lesson_check", "answer_cover",
+    "workshop_room", "lesson_answer", "lesson_check", "answer_cover", "workshop_lock", "workshop_seats",
+    "workshop_remove_pick", "workshop_mine_pick", "workshop_mine_row",
 )  # fmt: skip
 LINKS = ("workshop_student_link", "workshop_teacher_link")
 
@@ -78,6 +81,7 @@ def store() -> Workshops:
             engine = connect()
             _store = Workshops(engine, Limits.from_env())
             log.info("workshops kept in %s (%d expired deleted)", describe(engine), _store.purge())
+            purge_every(_store)  # an expired workshop is deleted within a minute, whoever comes
         return _store
 
 
@@ -87,6 +91,23 @@ def add_routes(app) -> None:
     FastAPI app)."""
     workshop_watch.add_routes(app, store)
     workshop_round.add_routes(app, store)
+    workshop_download.add_route(app, store)
+    opener = threading.Timer(PURGE_START_S, open_store_quietly)  # the purge runs after a restart, visitors or not
+    opener.daemon = True
+    opener.start()
+
+
+PURGE_START_S = 30.0  # after the app started: its first pages are served first
+
+
+def open_store_quietly() -> None:
+    """Open the workshops' database (which starts its purge) from a timer: a database that cannot
+    be reached is one line in the log here, and the page says so when a workshop is used."""
+    try:
+        store()
+    except Exception as error:  # any driver's error: said in one line, never a traceback
+        log.warning("the workshops' database is not reachable yet (%s); expired workshops are deleted "
+                    "once it is", str(error)[:200])  # fmt: skip
 
 
 # ---------------------------------------------------------------- the teacher's view, published
@@ -127,15 +148,55 @@ def as_json(value) -> str:
 
 # ---------------------------------------------------------------- starting, joining, leaving
 @tab_event
-def on_start(request: gr.Request, st) -> Updates:
+def on_start(request: gr.Request, st, mine) -> Updates:
     st = require(st)
     if st.lesson is None:
         raise WorkshopError("Choose a lesson first (the Lessons list): the workshop runs it with the class.")
-    started = store().start(st.lesson.number)
+    started = store().start(st.lesson.number, owner=client_address(request))
     st.workshop = Leading(started.code, started.secret, st.lesson.number)
     publish(st, st.workshop)
     log.info("workshop %s started on lesson %d", started.code, st.lesson.number)
-    return {**panel(st), **links(st)}
+    kept = [*live_mine(mine), {"code": started.code, "secret": started.secret}]
+    return {**panel(st), **links(st), "workshop_mine": kept}
+
+
+# ---------------------------------------------------------------- the workshops this browser started
+MINE_KEPT = 20  # the most this browser keeps (the server bounds the live ones per address)
+
+
+def live_mine(mine: object) -> list[dict]:
+    """The workshops this browser started that still run, as it kept them ({code, secret}): what
+    the browser sends back is untrusted, each is checked against the database."""
+    if not isinstance(mine, list):
+        return []
+    found = []
+    for kept in mine[-MINE_KEPT:]:
+        if not isinstance(kept, dict):
+            continue
+        try:
+            store().check_teacher(kept.get("code"), kept.get("secret"))
+        except WorkshopError:
+            continue
+        found.append({"code": room_code(kept["code"]), "secret": kept["secret"]})
+    return found
+
+
+def mine_pick(mine: list[dict], leading: str | None = None) -> Updates:
+    """The other workshops this browser started: the teacher opens one to lead it, or end it."""
+    codes = [kept["code"] for kept in mine if kept["code"] != leading]
+    return {
+        "workshop_mine_pick": gr.Dropdown(choices=codes, value=codes[0] if codes else None),
+        "workshop_mine_row": gr.Row(visible=bool(codes)),
+    }
+
+
+@tab_event
+def on_open_mine(request: gr.Request, st, mine, code) -> Updates:
+    """Lead one of the workshops this browser started (then "End the workshop" ends it)."""
+    kept = next((k for k in live_mine(mine) if k["code"] == code), None)
+    if kept is None:
+        raise WorkshopError("That workshop has ended: choose another one, or start a new workshop.")
+    return resume_teacher(request, st, kept["code"], kept["secret"])
 
 
 @tab_event
@@ -163,6 +224,10 @@ def gate(address: str) -> None:
 
 @tab_event
 def on_leave(st) -> Updates:
+    return leave(st)
+
+
+def leave(st) -> Updates:
     """A student leaves (their answers stay with the workshop), or a teacher ends the workshop
     (then it is deleted with every answer: they downloaded them first)."""
     st = require(st)
@@ -177,13 +242,37 @@ def on_leave(st) -> Updates:
     return {**panel(st), "workshop_info": f"{said}\n\n{texts.WORKSHOP}", "answer_cover": answer_cover.lesson_cover(st)}
 
 
+@tab_event
+def on_end(st, mine) -> Updates:
+    """The teacher ends the workshop; the list of the browser's other workshops follows."""
+    out = leave(st)
+    left = live_mine(mine)
+    return {**out, "workshop_mine": left, **mine_pick(left)}
+
+
 def client_address(request: gr.Request) -> str:
     return address_of(request)
 
 
 # ---------------------------------------------------------------- the page's load
 @tab_event
-def on_load(request: gr.Request, st, kept, teacher_secret="") -> Updates:
+def on_load(request: gr.Request, st, kept, teacher_secret="", mine=None) -> Updates:
+    """The workshop part of the page's load (``load_seat``), and the list of the workshops this
+    browser started (the teacher opens one to lead or end it)."""
+    out = load_seat(request, st, kept, teacher_secret)
+    if not isinstance(mine, list) or not mine:
+        return out
+    left = live_mine(mine)
+    skipped = not isinstance(out, dict) or out.get("__type__") == "update"  # gr.skip(): nothing of the seat
+    now = out.get("state") if not skipped and isinstance(out.get("state"), ExplorerState) else st
+    leading = getattr(getattr(now, "workshop", None), "code", None)
+    picked = {"workshop_mine": left, **mine_pick(left, leading)}
+    if left and leading is None:  # a teacher whose tab lost its place: their workshops in sight
+        picked |= opened()
+    return picked if skipped else {**out, **picked}
+
+
+def load_seat(request: gr.Request, st, kept, teacher_secret="") -> Updates:
     """After the page's session is back: a workshop link (``?workshop=CODE``; a teacher's adds
     ``#teacher=SECRET``, which the page's script takes out of the address and sends here as
     ``teacher_secret``: never in a URL) or the seat this browser kept (a reload, a server restart).
@@ -338,6 +427,7 @@ def on_back(request: gr.Request, st) -> Updates:
 def sync(request: gr.Request, st: ExplorerState) -> Updates:
     """A following student's tab takes the teacher's view when it changed."""
     seat = st.workshop
+    store().seat(seat.seat.code, seat.seat.token)  # refused once the teacher removed it: the page says so
     version, view = store().led_view(seat.seat.code)
     if not seat.following or version == seat.version or not isinstance(view.get("session"), dict):
         return {}
@@ -515,10 +605,38 @@ def again_view(request: gr.Request, st: ExplorerState, seat: Leading, last) -> t
 
 
 @tab_event
-def on_csv(request: gr.Request, st) -> Updates:
+def on_csv(st) -> Updates:
+    """A link that downloads the answers given until it is opened (the page opens it at once:
+    one click; ``explorer.ui.workshop_download``)."""
     seat = teacher(st)
-    data = store().answers_csv(seat.code, seat.secret)
-    return {"workshop_csv": lifecycle.tab_file(request, f"workshop-{seat.code}-answers.csv", data.encode("utf-8"))}
+    return {"workshop_csv_link": workshop_download.link(seat.code, store().download_ticket(seat.code, seat.secret))}
+
+
+# ---------------------------------------------------------------- who is in the class
+@tab_event
+def on_lock(st, locked) -> Updates:
+    seat = teacher(st)
+    store().lock(seat.code, seat.secret, bool(locked))
+    return {"workshop_info": teacher_info(st)}
+
+
+@tab_event
+def on_seats(st, seats) -> Updates:
+    seat = teacher(st)
+    if isinstance(seats, float) and seats.is_integer():
+        seats = int(seats)
+    store().allow_seats_per_address(seat.code, seat.secret, seats)
+    return {"workshop_info": teacher_info(st)}
+
+
+@tab_event
+def on_remove(st, number) -> Updates:
+    """Take a student out: their seat and its token stop working (their page is told)."""
+    seat = teacher(st)
+    if number is None:
+        raise WorkshopError("Choose the student to remove first (the list beside the button).")
+    store().remove(seat.code, seat.secret, number)
+    return {**teacher_views(st), "workshop_info": teacher_info(st)}
 
 
 # ---------------------------------------------------------------- the panel
@@ -541,12 +659,9 @@ def panel(st: ExplorerState | None) -> Updates:
         return {**out, "workshop_info": texts.WORKSHOP}
     out["workshop_panel"] = gr.Accordion(open=True)
     if isinstance(seat, Leading):
-        return {
-            **out,
-            **teacher_views(st),
-            "workshop_info": teacher_info(st),
-            "workshop_room": room_code_html(seat.code),
-        }
+        locked, seats = store().settings(seat.code, seat.secret)
+        controls = {"workshop_lock": locked, "workshop_seats": seats, "workshop_room": room_code_html(seat.code)}
+        return {**out, **teacher_views(st), **controls, "workshop_info": teacher_info(st)}
     return {**out, **student_views(st)}
 
 
@@ -582,6 +697,7 @@ def room_code_html(code: str) -> str:
 def teacher_info(st: ExplorerState) -> str:
     seat = teacher(st)
     roll = store().roll(seat.code, seat.secret)
+    locked, seats = store().settings(seat.code, seat.secret)
     named = sorted({as_text(name) for name in roll if name})
     anonymous = sum(1 for name in roll if not name)
     who = ", ".join(named + ([f"{anonymous} anonymous"] if anonymous else [])) or "nobody yet"
@@ -590,14 +706,17 @@ def teacher_info(st: ExplorerState) -> str:
         f"**Workshop {seat.code}** on lesson {seat.lesson}, *{as_text(title)}*. Students open this page and type "
         f"the room code **{seat.code}** in this panel, or open the student link.\n\n"
         f"**{len(roll)} joined:** {who}."
+        + (" **Closed to new students.**" if locked else f" At most {seats} from one network.")
     )
 
 
 def teacher_views(st: ExplorerState) -> Updates:
     seat = teacher(st)
     tally = store().tally(seat.code, seat.secret)
+    seated = [(f"{number}. {name or 'anonymous'}", number) for number, name in store().seats(seat.code, seat.secret)]
+    pick = {"workshop_remove_pick": gr.Dropdown(choices=seated)}  # (names as a list's text: never markup)
     if tally is None:
-        return {
+        return pick | {
             "answer_cover": answer_cover.teacher_cover(st, None),
             "workshop_chart": gr.Plot(value=None, visible=False),
             "workshop_tally": "No question asked yet: open a lesson step and press **Ask this step's question**, "
@@ -614,7 +733,7 @@ def teacher_views(st: ExplorerState) -> Updates:
     if seat.note[0] == tally.id:
         lines.append(seat.note[1])
     chart = shown_plot(st, tally_figure(tally), "workshop-answers")
-    return {
+    return pick | {
         "workshop_chart": gr.Plot(value=chart, visible=True), "workshop_tally": "\n\n".join(lines),
         "answer_cover": answer_cover.teacher_cover(st, tally),
     }  # fmt: skip
@@ -637,7 +756,12 @@ def student_views(st: ExplorerState) -> Updates:
     }
 
 
+NO_LINK = str.maketrans({":": "&#58;", ".": "&#46;", "@": "&#64;", "/": "&#47;"})
+
+
 def as_text(text: str) -> str:
     """Text a browser sent (a name, a typed guess) or a token, shown as text in Gradio's Markdown:
-    markup escaped for HTML, then Markdown's own marks escaped."""
-    return workshop_round.as_text(html.escape(text, quote=False))
+    markup escaped for HTML, then Markdown's own marks escaped, and what would make a link of it
+    (``https://``, ``www.``, ``a@b.c``: Gradio's Markdown links those by itself) as character
+    references, which the browser shows as the characters and no linker reads."""
+    return workshop_round.as_text(html.escape(text, quote=False)).replace("\\.", ".").translate(NO_LINK)

@@ -38,6 +38,7 @@ from explorer.workshop import Seat, StudentRound, WorkshopError, Workshops
 from explorer.workshop.questions import HIDING_KINDS
 
 MAX_BODY = 2048  # bytes: a code, a token, a round number, an option and a typed guess
+MAX_ROUND = 2**53  # a question's number: the database's integers (and JavaScript's) hold it
 ANSWER_BURST, ANSWERS_PER_S = 5, 2.0  # one student's answers: five at once, then two a second
 REFUSED = {"bad": 400, "too-big": 413, "too-fast": 429}
 
@@ -112,7 +113,7 @@ def send_answer(workshops: Workshops, asked: dict, pace: AnswerPace) -> dict:
     """Keep the student's answer to the question they see; the question as it is then."""
     seat = seat_of(workshops, asked)
     round_id, choice, typed = asked.get("round"), asked.get("choice"), asked.get("typed")
-    if not isinstance(round_id, int) or isinstance(round_id, bool):
+    if not isinstance(round_id, int) or isinstance(round_id, bool) or not 0 < round_id < MAX_ROUND:
         raise Refused("bad", "The answer names no question: reload the page.")
     if not all(value is None or isinstance(value, str) for value in (choice, typed)):
         raise Refused("bad", "An answer is text: choose one of the options, or type a token.")
@@ -178,7 +179,7 @@ async def read_body(request: Request) -> dict:
             raise Refused("too-big", "That request is too large for an answer.")
     try:
         asked = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested deeper than Python parses
         asked = None
     if not isinstance(asked, dict):
         raise Refused("bad", "The request is not a JSON object: reload the page.")

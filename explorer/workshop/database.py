@@ -11,6 +11,7 @@ Nothing a workshop needs lives in a process's memory: a restart, or another repl
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -36,6 +37,9 @@ workshops = sa.Table(
     sa.Column("version", sa.Integer, nullable=False, default=0),
     sa.Column("asked", sa.Integer, nullable=False, default=0),
     sa.Column("round_id", sa.Integer, nullable=True),  # the question open or last revealed
+    sa.Column("owner", sa.String(64), nullable=False, default="", index=True),  # the address that started it
+    sa.Column("locked", sa.Boolean, nullable=False, default=False),  # closed to new students
+    sa.Column("seats_per_address", sa.Integer, nullable=True),  # the teacher's, else Limits.seats_per_address
 )  # fmt: skip
 
 # A student who joined: known by a token their browser keeps (its hash here), and a name or none.
@@ -46,6 +50,8 @@ students = sa.Table(
     sa.Column("token_hash", sa.String(64), nullable=False, unique=True),
     sa.Column("name", sa.Text, nullable=False, default=""),
     sa.Column("joined", sa.Float, nullable=False),
+    sa.Column("address", sa.String(64), nullable=False, default=""),  # for the seats one address may hold
+    sa.Column("removed", sa.Float, nullable=True),  # when the teacher removed the seat (its token then fails)
 )  # fmt: skip
 
 # A question put to the class: a lesson step's (its options, answer and why as the live model
@@ -77,6 +83,31 @@ answers = sa.Table(
     sa.Column("answered", sa.Float, nullable=False),
 )  # fmt: skip
 
+# Every answer given, in the order given (``answers`` keeps only the last, which counts): the CSV's rows.
+answer_log = sa.Table(
+    "answer_log", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("round_id", sa.Integer, sa.ForeignKey("rounds.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("student", sa.Integer, sa.ForeignKey("students.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("answer", sa.Text, nullable=False),
+    sa.Column("answered", sa.Float, nullable=False),
+)  # fmt: skip
+
+# A download of the answers: a random ticket (its hash here) that the teacher's page gets and uses
+# at once; it opens the CSV once, within a minute, while the workshop lives (no file is written).
+downloads = sa.Table(
+    "downloads", metadata,
+    sa.Column("ticket_hash", sa.String(64), primary_key=True),
+    sa.Column("workshop", sa.String(12), sa.ForeignKey("workshops.code", ondelete="CASCADE"), nullable=False),
+    sa.Column("expires", sa.Float, nullable=False),
+)  # fmt: skip
+
+# Columns added after the first release: added to a database made before them (``connect``).
+ADDED_COLUMNS = {
+    "workshops": ("owner", "locked", "seats_per_address"),
+    "students": ("address", "removed"),
+}
+
 # Join attempts, for the limit per address and minute (kept a minute, shared by every replica).
 join_attempts = sa.Table(
     "join_attempts", metadata,
@@ -91,9 +122,14 @@ def default_url() -> str:
     url = os.environ.get(DATABASE_URL_ENV)
     if url:
         return url
-    folder = cache_root()
+    folder = Path(cache_root())
     folder.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{Path(folder) / 'workshops.sqlite3'}"
+    with contextlib.suppress(PermissionError):  # the app's own cache folder: this user's alone
+        folder.chmod(0o700)
+    path = folder / "workshops.sqlite3"
+    if not path.exists():  # made private before SQLite opens it (its WAL takes its mode)
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    return f"sqlite:///{path}"
 
 
 def connect(url: str | None = None) -> sa.Engine:
@@ -111,7 +147,39 @@ def connect(url: str | None = None) -> sa.Engine:
     else:
         engine = sa.create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=40, pool_timeout=5)
     metadata.create_all(engine)
+    _add_new_columns(engine)
+    if engine.url.get_backend_name() == "sqlite" and engine.url.database:
+        private_files(Path(engine.url.database))
     return engine
+
+
+def _add_new_columns(engine: sa.Engine) -> None:
+    """A database made by an earlier release gets the columns it lacks (nothing is dropped)."""
+    inspector = sa.inspect(engine)
+    for table_name, names in ADDED_COLUMNS.items():
+        present = {column["name"] for column in inspector.get_columns(table_name)}
+        for name in names:
+            if name in present:
+                continue
+            column = metadata.tables[table_name].c[name]
+            kind = column.type.compile(engine.dialect)
+            default = "" if column.nullable else f" NOT NULL DEFAULT {_literal(column.default.arg)}"
+            with engine.begin() as db:
+                db.exec_driver_sql(f"ALTER TABLE {table_name} ADD COLUMN {name} {kind}{default}")
+
+
+def _literal(value) -> str:
+    if isinstance(value, bool):
+        return "FALSE" if not value else "TRUE"
+    return "''" if value == "" else str(value)
+
+
+def private_files(path: Path) -> None:
+    """The workshop database and its WAL readable by this user only (names, answers, secrets'
+    hashes): 0600. SQLite makes its -wal and -shm files with the database file's mode."""
+    for name in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        with contextlib.suppress(FileNotFoundError, PermissionError):
+            name.chmod(0o600)
 
 
 def _sqlite_pragmas(connection, _record) -> None:

@@ -20,7 +20,9 @@ import hashlib
 import hmac
 import io
 import json
+import logging
 import secrets
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -30,10 +32,12 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 
 from explorer.workshop import rules
-from explorer.workshop.database import answers, join_attempts, rounds, students, workshops
+from explorer.workshop.database import answer_log, answers, downloads, join_attempts, rounds, students, workshops
 from explorer.workshop.rules import CODE_LENGTH, CODE_LETTERS, Limits, WorkshopError
 
 GONE = "There is no workshop {code} (it ended, or the code is mistyped): ask your teacher for the code."
+log = logging.getLogger(__name__)
+TICKET_S = 60.0  # a CSV download's ticket is used at once by the teacher's page
 NOT_TEACHER = "Only the teacher of workshop {code} can do this: open the teacher link the workshop started with."
 
 
@@ -137,9 +141,11 @@ class Workshops:
         self.clock = clock
 
     # ------------------------------------------------------------ the teacher
-    def start(self, lesson: int) -> Started:
-        """A new workshop on ``lesson``, with its room code and the teacher's secret."""
+    def start(self, lesson: int, owner: str = "") -> Started:
+        """A new workshop on ``lesson``, with its room code and the teacher's secret. ``owner`` is
+        the address it is started from: one address holds at most ``limits.workshops_per_client``."""
         now = self.clock()
+        owner = str(owner)[:64]
         self.purge()
         secret = secrets.token_urlsafe(24)
         with self.engine.begin() as db:
@@ -148,6 +154,12 @@ class Workshops:
                 raise WorkshopError(
                     f"This server already runs {live} workshops, its most: try again when one has ended."
                 )
+            mine = db.scalar(sa.select(sa.func.count()).select_from(workshops).where(workshops.c.owner == owner))
+            if mine >= self.limits.workshops_per_client:
+                raise WorkshopError(
+                    f"Your network already runs {mine} workshops, the most one may: end one first (its teacher "
+                    "link opens it, then End the workshop), or ask the server's operator."
+                )
             for _ in range(20):  # 32^6 codes: a clash is rare, and then another code is drawn
                 code = "".join(secrets.choice(CODE_LETTERS) for _ in range(CODE_LENGTH))
                 if db.scalar(sa.select(workshops.c.code).where(workshops.c.code == code)) is None:
@@ -155,7 +167,7 @@ class Workshops:
             db.execute(
                 workshops.insert().values(
                     code=code, teacher_hash=digest(secret), lesson=int(lesson), created=now,
-                    expires=now + self.limits.hours * 3600, lead="{}", version=0, asked=0,
+                    expires=now + self.limits.hours * 3600, lead="{}", version=0, asked=0, owner=owner, locked=False,
                 )
             )  # fmt: skip
         return Started(code, secret)
@@ -261,29 +273,66 @@ class Workshops:
         )  # fmt: skip
 
     def answers_csv(self, code: str, secret: str) -> str:
-        """Every answer given in the workshop, one row each, in the order the rounds were asked."""
+        """Every answer given in the workshop, one row each (a changed mind is two rows), in the order
+        the rounds were asked and the answers sent."""
         with self._reading() as db:
             row = self._workshop(db, code)
             self._teacher(code, row.teacher_hash, secret)
-            numbers = self._student_numbers(db, code)
-            given = db.execute(
-                sa.select(rounds, answers.c.student, answers.c.answer.label("given"), answers.c.answered)
-                .join(answers, answers.c.round_id == rounds.c.id)
-                .where(rounds.c.workshop == code)
-                .order_by(rounds.c.number, answers.c.answered)
-            ).all()  # fmt: skip
-            names = dict(db.execute(sa.select(students.c.id, students.c.name).where(students.c.workshop == code)).all())
+            return self._csv(db, code)
+
+    def download_ticket(self, code: str, secret: str) -> str:
+        """A ticket that opens the answers once, within ``TICKET_S`` (the teacher's page uses it at
+        once: a link with it in the address, never the teacher's secret)."""
+        ticket = secrets.token_urlsafe(18)
+        now = self.clock()
+        with self.engine.begin() as db:
+            row = self._locked(db, code)
+            self._teacher(code, row.teacher_hash, secret)
+            db.execute(downloads.delete().where(downloads.c.expires <= now))
+            db.execute(downloads.insert().values(ticket_hash=digest(ticket), workshop=code, expires=now + TICKET_S))
+        return ticket
+
+    def download(self, code: object, ticket: object) -> str:
+        """The answers' CSV for a ticket from ``download_ticket``: used once, and only while the
+        workshop lives (its end deletes the tickets with it)."""
+        code = rules.room_code(code)
+        if not isinstance(ticket, str) or len(ticket) > 100:
+            raise WorkshopError("This download link is not valid: press Download the answers again.")
+        with self.engine.begin() as db:
+            self._workshop(db, code)
+            used = db.execute(
+                downloads.delete()
+                .where(downloads.c.ticket_hash == digest(ticket), downloads.c.workshop == code)
+                .where(downloads.c.expires > self.clock())
+                .returning(downloads.c.ticket_hash)
+            ).first()  # fmt: skip
+            if used is None:
+                raise WorkshopError("This download link was used or is too old: press Download the answers again.")
+            return self._csv(db, code)
+
+    def _csv(self, db, code: str) -> str:
+        numbers = self._student_numbers(db, code)
+        given = db.execute(
+            sa.select(rounds, answer_log.c.student, answer_log.c.answer.label("given"), answer_log.c.answered)
+            .join(answer_log, answer_log.c.round_id == rounds.c.id)
+            .where(rounds.c.workshop == code)
+            .order_by(rounds.c.number, answer_log.c.answered, answer_log.c.id)
+        ).all()  # fmt: skip
+        names = dict(db.execute(sa.select(students.c.id, students.c.name).where(students.c.workshop == code)).all())
+        numbers_of_rounds = dict(
+            db.execute(sa.select(rounds.c.id, rounds.c.number).where(rounds.c.workshop == code)).all()
+        )
         out = io.StringIO()
-        writer = csv.writer(out)
+        writer = csv.writer(out, quoting=csv.QUOTE_ALL)
         writer.writerow(
             ["workshop", "round", "asked_again_of", "kind", "question", "student", "name", "answer", "right",
              "answered_utc", "before_reveal"]
         )  # fmt: skip
         for r in given:
-            again = next((g.number for g in given if g.id == r.again_of), "") if r.again_of else ""
+            again = numbers_of_rounds.get(r.again_of, "") if r.again_of else ""
             before = r.revealed is None or r.answered <= r.revealed
             writer.writerow(
-                [code, r.number, again, r.kind, rules.safe_cell(r.question), numbers[r.student],
+                [code, r.number, again, r.kind, rules.safe_cell(rules.plain_text(r.question)), numbers[r.student],
                  rules.safe_cell(names.get(r.student, "")), rules.safe_cell(r.given),
                  "yes" if rules.same_token(r.given, r.answer) else "no", _utc(r.answered), "yes" if before else "no"]
             )  # fmt: skip
@@ -295,6 +344,69 @@ class Workshops:
             row = self._locked(db, code)
             self._teacher(code, row.teacher_hash, secret)
             self._delete(db, [code])
+
+    def end_as_operator(self, code: object) -> bool:
+        """Delete a workshop without its teacher's secret (``python -m explorer.workshop end CODE``,
+        for whoever runs the server). Returns whether there was one."""
+        code = rules.room_code(code)
+        with self.engine.begin() as db:
+            if db.scalar(sa.select(workshops.c.code).where(workshops.c.code == code)) is None:
+                return False
+            self._delete(db, [code])
+        return True
+
+    def live(self) -> list[tuple[str, int, float, str, int]]:
+        """Every live workshop, for the operator: (code, lesson, started, owner's address, students)."""
+        with self._reading() as db:
+            seated = (
+                sa.select(sa.func.count()).where(students.c.workshop == workshops.c.code, students.c.removed.is_(None))
+            ).scalar_subquery()  # fmt: skip
+            found = db.execute(
+                sa.select(workshops.c.code, workshops.c.lesson, workshops.c.created, workshops.c.owner, seated)
+                .where(workshops.c.expires > self.clock()).order_by(workshops.c.created)
+            ).all()  # fmt: skip
+        return [tuple(row) for row in found]
+
+    def lock(self, code: str, secret: str, locked: bool) -> None:
+        """Close the workshop to new students (those in it stay), or open it again."""
+        with self.engine.begin() as db:
+            row = self._locked(db, code)
+            self._teacher(code, row.teacher_hash, secret)
+            db.execute(workshops.update().where(workshops.c.code == code).values(locked=bool(locked)))
+
+    def allow_seats_per_address(self, code: str, secret: str, seats: object) -> int:
+        """How many seats one address may hold in this workshop (a class behind one school router
+        needs them all). Returns the number kept."""
+        if not isinstance(seats, int | float) or isinstance(seats, bool) or not 1 <= seats <= self.limits.students:
+            raise WorkshopError(f"Seats from one network: a number from 1 to {self.limits.students}.")
+        with self.engine.begin() as db:
+            row = self._locked(db, code)
+            self._teacher(code, row.teacher_hash, secret)
+            db.execute(workshops.update().where(workshops.c.code == code).values(seats_per_address=int(seats)))
+        return int(seats)
+
+    def settings(self, code: str, secret: str) -> tuple[bool, int]:
+        """Whether the workshop is closed to new students, and the seats one address may hold."""
+        with self._reading() as db:
+            row = self._workshop(db, code)
+            self._teacher(code, row.teacher_hash, secret)
+        return bool(row.locked), row.seats_per_address or self.limits.seats_per_address
+
+    def remove(self, code: str, secret: str, number: object) -> None:
+        """Take student ``number`` (as numbered in the roll and the CSV) out of the workshop: their
+        token stops working at once; what they answered stays in the CSV."""
+        with self.engine.begin() as db:
+            row = self._locked(db, code)
+            self._teacher(code, row.teacher_hash, secret)
+            seated = set(
+                db.scalars(sa.select(students.c.id).where(students.c.workshop == code, students.c.removed.is_(None)))
+            )
+            ids = {n: student for student, n in self._student_numbers(db, code).items() if student in seated}
+            if not isinstance(number, int) or isinstance(number, bool) or number not in ids:
+                raise WorkshopError("There is no such student in this workshop: choose one from the list.")
+            db.execute(students.update().where(students.c.id == ids[number]).values(removed=self.clock()))
+            # Every student's page asks for its question again (``asked``): the removed one is refused.
+            db.execute(workshops.update().where(workshops.c.code == code).values(asked=row.asked + 1))
 
     # ------------------------------------------------------------ the students
     def join(self, code: object, name: object, address: str) -> Seat:
@@ -316,14 +428,33 @@ class Workshops:
                 )
             db.execute(join_attempts.insert().values(address=address, at=now))
         with self.engine.begin() as db:  # the attempt is counted even when the join below is refused
-            self._locked(db, code)
+            row = self._locked(db, code)
+            if row.locked:
+                raise WorkshopError(f"Workshop {code} is closed to new students: ask your teacher to open it.")
             if self._n_students(db, code) >= self.limits.students:
                 raise WorkshopError(f"Workshop {code} is full ({self.limits.students} students): ask your teacher.")
+            self._check_address(db, row, address)
             token = secrets.token_urlsafe(18)
             student = db.execute(
-                students.insert().values(workshop=code, token_hash=digest(token), name=name, joined=now)
+                students.insert().values(
+                    workshop=code, token_hash=digest(token), name=name, joined=now, address=address
+                )
             ).inserted_primary_key[0]
         return Seat(code, token, student, name)
+
+    def _check_address(self, db, row, address: str) -> None:
+        """One address holds a bounded number of seats (the teacher may raise it for a school router)."""
+        most = row.seats_per_address or self.limits.seats_per_address
+        held = db.scalar(
+            sa.select(sa.func.count())
+            .select_from(students)
+            .where(students.c.workshop == row.code, students.c.address == address, students.c.removed.is_(None))
+        )
+        if held >= most:
+            raise WorkshopError(
+                f"Workshop {row.code} already has {held} students from your network, the most it allows: ask "
+                "your teacher to allow more seats from one network."
+            )
 
     def seat(self, code: object, token: object) -> Seat:
         """A student who joined before (their browser kept the token): their seat, else refused."""
@@ -333,12 +464,16 @@ class Workshops:
         with self._reading() as db:
             self._workshop(db, code)
             found = db.execute(
-                sa.select(students.c.id, students.c.name).where(
+                sa.select(students.c.id, students.c.name, students.c.removed).where(
                     students.c.workshop == code, students.c.token_hash == digest(token)
                 )
             ).one_or_none()
         if found is None:
             raise WorkshopError(f"This browser is not in workshop {code}: join it again with the room code.")
+        if found.removed is not None:
+            raise WorkshopError(
+                f"Your teacher removed this seat from workshop {code}: ask them if you should join again."
+            )
         return Seat(code, token, found.id, found.name)
 
     def answer(self, seat: Seat, round_id: int, answer: object) -> str:
@@ -357,6 +492,7 @@ class Workshops:
             written = db.execute(_upsert(db, new, rounds.c.revealed.is_(None), question.id)).first()
             if written is None:  # (rowcount cannot tell: PostgreSQL's driver reports one either way)
                 raise WorkshopError("The answer is revealed already: wait for the teacher's next question.")
+            db.execute(answer_log.insert().values(new))  # every answer given, for the CSV
         return stored
 
     def _checked_answer(self, question, answer: object) -> str:
@@ -414,20 +550,30 @@ class Workshops:
 
     def roll(self, code: str, secret: str) -> list[str]:
         """Who joined, in the order they did: their names ("" when anonymous). For the teacher."""
+        return [name for _, name in self.seats(code, secret)]
+
+    def seats(self, code: str, secret: str) -> list[tuple[int, str]]:
+        """The students in the workshop (not removed): their numbers (as in the CSV) and names."""
         with self._reading() as db:
             row = self._workshop(db, code)
             self._teacher(code, row.teacher_hash, secret)
-            return list(
-                db.scalars(sa.select(students.c.name).where(students.c.workshop == code).order_by(students.c.id))
-            )
+            numbers = self._student_numbers(db, code)
+            found = db.execute(
+                sa.select(students.c.id, students.c.name)
+                .where(students.c.workshop == code, students.c.removed.is_(None)).order_by(students.c.id)
+            ).all()  # fmt: skip
+        return [(numbers[student], name) for student, name in found]
 
     # ------------------------------------------------------------ expiry
     def purge(self) -> int:
         """Delete every workshop past its expiry, with its students and answers. Returns how many."""
+        now = self.clock()
         with self.engine.begin() as db:
-            gone = list(db.scalars(sa.select(workshops.c.code).where(workshops.c.expires <= self.clock())))
+            gone = list(db.scalars(sa.select(workshops.c.code).where(workshops.c.expires <= now)))
             if gone:
                 self._delete(db, gone)
+            db.execute(downloads.delete().where(downloads.c.expires <= now))
+            db.execute(join_attempts.delete().where(join_attempts.c.at < now - 60))
         return len(gone)
 
     # ------------------------------------------------------------ helpers
@@ -458,7 +604,11 @@ class Workshops:
         return row
 
     def _n_students(self, db, code: str) -> int:
-        return db.scalar(sa.select(sa.func.count()).select_from(students).where(students.c.workshop == code))
+        return db.scalar(
+            sa.select(sa.func.count())
+            .select_from(students)
+            .where(students.c.workshop == code, students.c.removed.is_(None))
+        )
 
     def _student_numbers(self, db, code: str) -> dict[int, int]:
         """Each student's number in the workshop (1, 2, ... in the order they joined): the CSV's
@@ -481,10 +631,29 @@ class Workshops:
         """A workshop and everything in it, children first (not left to the database's cascade)."""
         round_ids = sa.select(rounds.c.id).where(rounds.c.workshop.in_(codes))
         db.execute(answers.delete().where(answers.c.round_id.in_(round_ids)))
+        db.execute(answer_log.delete().where(answer_log.c.round_id.in_(round_ids)))
+        db.execute(downloads.delete().where(downloads.c.workshop.in_(codes)))
         db.execute(workshops.update().where(workshops.c.code.in_(codes)).values(round_id=None))
         db.execute(rounds.delete().where(rounds.c.workshop.in_(codes)))
         db.execute(students.delete().where(students.c.workshop.in_(codes)))
         db.execute(workshops.delete().where(workshops.c.code.in_(codes)))
+
+
+def purge_every(workshops: Workshops, seconds: float = 60.0) -> threading.Event:
+    """Delete expired workshops every ``seconds`` on a thread of their own (not only at the next
+    start or join, as before): an ended workshop's rows are gone within a minute of its expiry.
+    Returns the event that stops it."""
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.wait(seconds):
+            try:
+                workshops.purge()
+            except Exception:  # a database away for a moment: the next round tries again
+                log.warning("expired workshops not deleted this time", exc_info=True)
+
+    threading.Thread(target=run, name="workshop-purge", daemon=True).start()
+    return stop
 
 
 def _share_right(counts: dict[str, int], answer: str) -> float | None:
