@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 import explorer
-from explorer.workshop import Limits, Question, WorkshopError, Workshops, connect, database
+from explorer.workshop import Limits, Question, WorkshopError, Workshops, connect, database, room_code
 from explorer.workshop.questions import next_token_question
 from tests import postgres
 
@@ -197,6 +197,7 @@ def test_room_codes_names_and_limits(url, clock):
         with pytest.raises(WorkshopError, match="room code"):
             ws.join(bad, "", "elsewhere")
     assert ws.join(f" {started.code.lower()[:3]}-{started.code.lower()[3:]} ", "", "a").code == started.code
+    assert room_code(f"{started.code}/") == room_code(f"{started.code}.") == started.code  # copied from a link
     for bad in ("x" * 33, "a\nb", "a\u202eb", 5):
         with pytest.raises(WorkshopError):
             ws.join(started.code, bad, "b")

@@ -61,10 +61,11 @@ class Limits:
 
 
 def room_code(raw: object) -> str:
-    """A room code as typed ("k7p-q2m", " K7PQ2M ") in its one form; refused unless it could be one."""
+    """A room code as typed ("k7p-q2m", " K7PQ2M ", a link's "K7PQ2M/" or a sentence's "K7PQ2M.")
+    in its one form; refused unless it could be one."""
     if not isinstance(raw, str) or len(raw) > 40:
         raise WorkshopError("Type the room code your teacher shows: six letters and digits, e.g. K7PQ2M.")
-    code = re.sub(r"[\s-]", "", raw).upper()
+    code = re.sub(r"[\s\-/.,;:'\"]", "", raw).upper()
     if not CODE.fullmatch(code):
         raise WorkshopError(
             f"{raw.strip()[:12]!r} is not a room code: a code is six letters and digits, e.g. K7PQ2M. "
