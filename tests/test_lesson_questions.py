@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import gradio as gr
 import pytest
 
 from explorer import lessons
@@ -147,8 +148,11 @@ def test_the_teachers_page_is_covered_until_the_question_is_revealed(ws):
     started = ws.start(1)
     st.workshop = Leading(started.code, started.secret, 1)
     assert json.loads(answer_cover.teacher_cover(st, None))["why"] == answer_cover.UNTIL_REVEALED  # before asking
-    out = lesson_events.on_lesson_check(REQUEST, st, st.lesson.posed.answer, {})  # the teacher's own Check...
-    assert json.loads(out["answer_cover"])["why"] == answer_cover.UNTIL_REVEALED  # ...uncovers nothing projected
+    # The teacher's own Check is refused in a workshop (it put the answer on the projector while the
+    # class voted): nothing changes, the page stays covered.
+    assert lesson_events.on_lesson_check(REQUEST, st, st.lesson.posed.answer, {}) == gr.skip()
+    assert workshop_events.panel(st)["lesson_check"].visible is False
+    assert json.loads(answer_cover.teacher_cover(st, None))["why"] == answer_cover.UNTIL_REVEALED
     workshop_events.on_ask(REQUEST, st)
     asked = ws.tally(started.code, started.secret)
     assert asked.kind == "lesson-next" and json.loads(answer_cover.teacher_cover(st, asked))["why"]

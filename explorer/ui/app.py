@@ -228,7 +228,12 @@ def wire_workshop(page: Page, shown: set) -> None:
     page.workshop_lock.input(on(page, workshop_events.on_lock), [state, page.workshop_lock], info)
     page.workshop_seats.submit(on(page, workshop_events.on_seats), [state, page.workshop_seats], info)
     page.workshop_remove.click(on(page, workshop_events.on_remove), [state, page.workshop_remove_pick], panel)
-    page.workshop_end.click(on(page, workshop_events.on_end), [state, page.workshop_mine], [*panel, page.workshop_mine])
+    confirm = page.workshop_end_confirm
+    page.workshop_end.click(lambda: gr.Column(visible=True), None, [confirm], queue=False)
+    page.workshop_end_no.click(lambda: gr.Column(visible=False), None, [confirm], queue=False)
+    page.workshop_end_yes.click(
+        on(page, workshop_events.on_end), [state, page.workshop_mine], [*panel, page.workshop_mine, confirm]
+    )
     page.workshop_leave.click(on(page, workshop_events.on_leave), [state], panel)
 
 

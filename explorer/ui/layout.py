@@ -252,6 +252,17 @@ def teacher_controls() -> dict:
     with gr.Row():
         made["workshop_csv_button"] = gr.Button("Download the answers (CSV)", size="sm", elem_id="workshop-csv-button")
         made["workshop_end"] = gr.Button("End the workshop", variant="stop", size="sm", elem_id="workshop-end")
+    # Ending deletes every answer: asked once more, with the download beside it (one click lost a lesson's answers).
+    with gr.Column(visible=False, elem_id="workshop-end-confirm") as made["workshop_end_confirm"]:
+        gr.Markdown(
+            "**End the workshop?** It is deleted with every answer, and the students' pages are told it "
+            "ended. Download the answers first if you want them."
+        )
+        with gr.Row():
+            made["workshop_end_yes"] = gr.Button(
+                "End it and delete the answers", variant="stop", size="sm", elem_id="workshop-end-yes"
+            )
+            made["workshop_end_no"] = gr.Button("Keep the workshop", size="sm", elem_id="workshop-end-no")
     # The download's link (a ticket used once): the page's script opens it at once (one click).
     made["workshop_csv_link"] = gr.Textbox(
         label="The answers' download (read by the page's script)", elem_id="workshop-csv-link",

@@ -26,7 +26,7 @@ from explorer.ui.shown import Updates, current_snapshot
 from explorer.ui.tab import USER_ERRORS, tab_event
 from explorer.ui.tabs import tab_named
 from explorer.ui.views import MEAN, ExplorerState
-from explorer.ui.workshop_seats import in_class
+from explorer.ui.workshop_seats import Following, in_class
 
 # What a lesson step changes besides the session on screen.
 LESSON_VIEWS = (
@@ -212,7 +212,11 @@ def on_lesson_check(request: gr.Request, st, choice, done):
     back first and they are asked to look again; nothing is checked."""
     at = current_step(st)
     if in_class(st):
-        raise InputError("In a workshop, answer in the Workshop panel: your teacher reveals the answer.")
+        raise InputError(
+            "In a workshop, answer in the Workshop panel: your teacher reveals the answer."
+            if isinstance(st.workshop, Following)
+            else "In a workshop the class answers: press **Ask this step's question**, then **Reveal the answer**."
+        )
     if not choice:
         raise InputError("Choose an answer first, then press Check.")
     changes = view_changes(st, at, with_tab=False)

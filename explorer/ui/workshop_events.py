@@ -247,7 +247,7 @@ def on_end(st, mine) -> Updates:
     """The teacher ends the workshop; the list of the browser's other workshops follows."""
     out = leave(st)
     left = live_mine(mine)
-    return {**out, "workshop_mine": left, **mine_pick(left)}
+    return {**out, "workshop_mine": left, **mine_pick(left), "workshop_end_confirm": gr.Column(visible=False)}
 
 
 def client_address(request: gr.Request) -> str:
@@ -649,10 +649,10 @@ def panel(st: ExplorerState | None) -> Updates:
         "workshop_student": gr.Column(visible=isinstance(seat, Following)),
         "workshop_seat": kept_seat(seat),
         "workshop_live": live_value(seat),
-        # In a workshop the teacher asks and reveals: the lesson's own answer and Check are away
-        # (the Lessons panel says to answer in the Workshop panel).
-        "lesson_answer": gr.Radio(visible=not isinstance(seat, Following)),
-        "lesson_check": gr.Button(visible=not isinstance(seat, Following)),
+        # In a workshop the teacher asks and reveals: the lesson's own answer and Check are away on
+        # every page, the teacher's too (its Check put the answer on the projector while the class voted).
+        "lesson_answer": gr.Radio(visible=seat is None),
+        "lesson_check": gr.Button(visible=seat is None),
         "workshop_focus": isinstance(seat, Following) and seat.following,
     }
     if seat is None:

@@ -46,5 +46,6 @@ def kept_seat(seat: Leading | Following | None) -> dict | None:
 
 
 def in_class(st) -> bool:
-    """Whether the tab is a student's in a workshop (its lesson answers go through the workshop)."""
-    return st is not None and isinstance(getattr(st, "workshop", None), Following)
+    """Whether the tab is in a workshop, a student's or the teacher's: its lesson answers go through
+    the workshop, where the teacher reveals them to everyone at once."""
+    return st is not None and isinstance(getattr(st, "workshop", None), Following | Leading)

@@ -128,7 +128,14 @@ def test_students_are_told_that_the_workshop_ended_and_keep_their_work(browser, 
 
     ada_tokens = tokens(ada)
     ada_token = live_seat(ada)["token"]
+    teacher.click("#workshop-end")  # one click ends nothing: ending deletes every answer
+    teacher.wait_for_selector("#workshop-end-yes", state="visible")
+    assert "deleted with every answer" in teacher.inner_text("#workshop-end-confirm")
+    teacher.click("#workshop-end-no")
+    teacher.wait_for_selector("#workshop-end-yes", state="hidden")
+    assert ws.pulse(code) is not None and ada.locator("#workshop-send").is_enabled()
     teacher.click("#workshop-end")
+    teacher.click("#workshop-end-yes")
     told_it_ended(ada, code)
     assert tokens(ada) == ada_tokens  # everything on her page stays
     shot(ada, "workshop-ended-student-phone")
