@@ -229,3 +229,11 @@ def test_asking_again_is_about_the_same_view(ws, monkeypatch):
     ws.pose(started.code, started.secret, lesson_question(4, 0, lessons.previous_token_head(other.session)))
     assert workshop_events.on_again(REQUEST, other) == {"__type__": "update"}
     assert "Lesson 4, step 1" in warned[-1] and ws.tally(started.code, started.secret).number == 5
+
+
+def test_the_teachers_panel_names_the_lesson_the_class_sees(ws):
+    """A workshop started on lesson 1 whose teacher opened lesson 4: its panel said lesson 1."""
+    started = ws.start(1)
+    st = set_up(4, 1)
+    st.workshop = Leading(started.code, started.secret, 1)
+    assert f"**Workshop {started.code}** on lesson 4, *{lessons.LESSONS[3].title}*" in workshop_events.teacher_info(st)

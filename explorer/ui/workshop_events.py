@@ -701,9 +701,11 @@ def teacher_info(st: ExplorerState) -> str:
     named = sorted({as_text(name) for name in roll if name})
     anonymous = sum(1 for name in roll if not name)
     who = ", ".join(named + ([f"{anonymous} anonymous"] if anonymous else [])) or "nobody yet"
-    title = next((lesson.title for lesson in LESSONS if lesson.number == seat.lesson), "")
+    # The lesson the class sees now (the teacher may have opened another since starting).
+    number = st.lesson.number if isinstance(st.lesson, LessonAt) else seat.lesson
+    title = next((lesson.title for lesson in LESSONS if lesson.number == number), "")
     return (
-        f"**Workshop {seat.code}** on lesson {seat.lesson}, *{as_text(title)}*. Students open this page and type "
+        f"**Workshop {seat.code}** on lesson {number}, *{as_text(title)}*. Students open this page and type "
         f"the room code **{seat.code}** in this panel, or open the student link.\n\n"
         f"**{len(roll)} joined:** {who}."
         + (" **Closed to new students.**" if locked else f" At most {seats} from one network.")
