@@ -48,8 +48,12 @@ def test_a_students_result_names_the_models_probabilities_not_a_chart_they_do_no
     from explorer.workshop.questions import next_token_question
 
     session = explorer.GenerationSession(explorer.load_model(str(checkpoints["llama"])), "one two three")
-    why = next_token_question(session).why
+    question = next_token_question(session)
+    why = question.why
     assert "chart" not in why.lower()
+    # Words a class reads: how long the text is (not "(token 3)"), and true at any temperature.
+    assert "(token" not in question.question and f"{len(session.token_ids)} tokens so far" in question.question
+    assert "sampling may draw another" in why
     for candidate in session.top_candidates(3):
         assert f"{visible(candidate.text)!r} {candidate.probability:.1%}" in why
 

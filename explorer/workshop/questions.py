@@ -51,9 +51,9 @@ def next_token_question(session: GenerationSession, n: int = NEXT_TOKEN_OPTIONS)
     why = (
         f"The model gives {visible(best.text)!r} {best.probability:.1%}, more than any other token"
         + (f" (then {runners_up})" if runners_up else "")
-        + ": with greedy decoding that is the next token."
+        + ": its likeliest next token (Step takes it when it decodes greedily; sampling may draw another)."
     )
-    question = f"What token comes next after …{text!r}? (token {len(session.token_ids)})"
+    question = f"What token comes next after …{text!r}? (The text has {len(session.token_ids)} tokens so far.)"
     return Question(
         "next-token", NEXT_TOKEN_TITLE.format(len(session.token_ids)), question, sorted(shown),
         visible(best.text), why, {option: round(p, 6) for option, p in shown.items()},
