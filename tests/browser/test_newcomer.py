@@ -242,8 +242,10 @@ def test_an_alignment_head_opens_on_cross_attention(page):
     scale = image.bounding_box()["width"] / image.evaluate("img => img.naturalWidth")
     image.click(position={"x": (LEFT + head * (SQUARE + GAP) + SQUARE / 2) * scale,
                           "y": (TOP + layer * (SQUARE + GAP) + SQUARE / 2) * scale})  # fmt: skip
-    wait_plot_title(page, "role-head", f"Cross-attention (where alignment is measured), layer {layer}, head {head}")
-    shown = plot(page, "role-head")["traces"][0]
+    # The click opens the head where its role was measured: its cross-attention, on that tab.
+    page.wait_for_selector("button[role=tab][aria-selected=true]:has-text('Cross-attention')")
+    wait_plot_title(page, "cross-attention", f"layer {layer}, head {head}")
+    shown = plot(page, "cross-attention")["traces"][0]
     assert (shown["rows"], shown["cols"]) == (5, len(session.source_ids))
     assert shown["argmax"] == expected
     shot(page, "newcomer-alignment-head")

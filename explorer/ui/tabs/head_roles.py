@@ -23,7 +23,7 @@ parks weight it does not need), **S** itself, **I** induction (on a random seque
 twice: in the second copy, reading the token that followed the earlier occurrence, which is
 how models copy from context), **A** alignment (cross-attention moving forward through the
 source). A head is tagged when its best score passes the threshold (0.5; induction 0.4);
-stronger colour, stronger evidence. Click a square to open that head's self-attention."""
+stronger colour, stronger evidence. Click a square to open that head (an alignment head on its cross-attention)."""
 
 FIGURES = ("roles_image", "roles_info", "role_head_plot")
 
@@ -59,7 +59,7 @@ def figures(st: ExplorerState) -> Updates:
 
 def wire(wiring: Wiring) -> None:
     page, figures_shown = wiring.page, wiring.figures
-    shown = [page.tabs, page.layer, page.head, *figures_shown]  # the head opens on its self-attention tab
+    shown = [page.tabs, page.layer, page.head, *figures_shown]  # the head opens on its attention's tab
     page.roles_image.select(wiring.on(on_role_click), [page.state], shown, **wiring.quick)
     tested = [page.tabs, page.switched_off, *figures_shown]  # the result opens on the Switch heads off tab
     page.test_head_button.click(wiring.on(on_test_head), [page.state, page.ablation_method], tested)
@@ -72,7 +72,10 @@ def on_role_click(st, event: gr.SelectData):
     if picked is None:
         return gr.skip()  # a click on a label or between squares
     st.layer, st.head = views.checked_view(st.session, picked[0], str(picked[1]))
-    st.tab = DEFAULT_TAB  # the head's self-attention heatmap: a click that left the page as it was looked broken
+    # The head opens where its role was measured (a click that left the page as it was looked broken):
+    # its cross-attention for an alignment head, its self-attention for every other role.
+    alignment = st.session.is_encoder_decoder and insights.head_roles(st).tag(*picked[:2]) == "alignment"
+    st.tab = "cross" if alignment else DEFAULT_TAB
     return {
         "tabs": gr.Tabs(selected=st.tab), "layer": gr.Slider(value=st.layer), "head": gr.Dropdown(value=st.head),
         **tab_views(st),
