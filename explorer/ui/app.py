@@ -199,7 +199,8 @@ def wire_workshop(page: Page, shown: set) -> None:
     # A change seen while the last one is still being shown: only the newest is shown next. The
     # panel's own sync has the panel's outputs only (a class of thirty sends one at every question).
     hidden = {"trigger_mode": "always_last", "show_progress": "hidden"}
-    page.workshop_sync.click(on(page, workshop_events.on_sync), [state], panel, **hidden)
+    # (and the Lessons panel's text: a student's workshop that ended gives it back, ``ended``)
+    page.workshop_sync.click(on(page, workshop_events.on_sync), [state], [*panel, page.lesson_text], **hidden)
     page.workshop_follow_sync.click(on(page, workshop_events.on_follow_sync), [state], shown, **hidden)
     page.workshop_follow.input(on(page, workshop_events.on_follow), [state, page.workshop_follow], shown)
     page.workshop_back.click(on(page, workshop_events.on_back), [state], shown)

@@ -400,11 +400,19 @@ def ended(st: ExplorerState) -> Updates:
     else:
         code = seat.seat.code if isinstance(seat, Following) else ""
         said = f"**Workshop {code} has ended** (or your teacher removed your place in it). " + STUDENT_AFTER
-    cleared = {} if isinstance(seat, Leading) else {"workshop_code": ""}  # the box ready for another code
+    # A student's box ready for another code, and the Lessons panel theirs again: no "your teacher
+    # leads" (the page's script brings the sentence above into view, static/page.js).
+    cleared = {} if isinstance(seat, Leading) else {"workshop_code": "", "lesson_text": own_lesson_text(st)}
     return {
         **panel(st), **cleared, "workshop_info": f"{said}\n\n{texts.WORKSHOP}",
         "answer_cover": answer_cover.lesson_cover(st),
     }  # fmt: skip
+
+
+def own_lesson_text(st: ExplorerState) -> str:
+    """The Lessons panel of a tab no longer in a workshop: its own lesson step, or the introduction."""
+    at = st.lesson
+    return texts.LESSONS if at is None else lesson_events.step_text(at.number, at.index)
 
 
 @tab_event

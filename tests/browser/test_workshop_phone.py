@@ -37,8 +37,18 @@ WORKSHOP_IN_SIGHT = """() => Array.from(document.querySelectorAll('body *')).fil
     const r = el.getBoundingClientRect(), style = getComputedStyle(el);
     return r.width > 0 && r.height > 0 && r.top >= 0 && r.bottom <= innerHeight && style.visibility !== 'hidden'
         && Number(style.opacity) > 0; }).map(el => el.textContent.trim())"""
+# The texts with a "%" that are shown (a probability: the candidates, a view's figures).
+PERCENT_SHOWN = """() => Array.from(document.querySelectorAll('body *')).filter(el => {
+    const own = Array.from(el.childNodes).filter(n => n.nodeType === 3).map(n => n.textContent).join('');
+    return own.includes('%') && el.getClientRects().length && getComputedStyle(el).visibility !== 'hidden';
+    }).map(el => el.textContent.trim())"""
 # The explorer's own controls, folded away on a student's page while they follow.
 EXPLORER_CONTROLS = ["#step", "#prompt", "#model", "#max-new", "#lesson-check", "#lesson-answer", "#workshop-start"]
+
+
+# Whether an element is shown and wholly inside the window as it is scrolled now.
+IN_VIEW = """s => { const el = document.querySelector(s); if (!el) return false;
+    const r = el.getBoundingClientRect(); return r.height > 0 && r.top >= 0 && r.bottom <= innerHeight; }"""
 
 
 def new_page(browser, app_url: str, device: dict, path: str = "/"):
@@ -106,6 +116,9 @@ def open_student_link(browser, link: str, device: dict, name: str):
     for part in ("#workshop-name", "#workshop-join"):
         assert on_first_screen(page, part), f"{part} is not on the first screen at {width} px"
     assert not shown(page, "#workshop-start")  # a student's page: join, not start
+    # Nothing that predicts before joining: the default text's candidates (·Paris 77.3%) would
+    # answer lesson 1's first question.
+    assert page.evaluate(PERCENT_SHOWN) == [] and not shown(page, "#views")
     if name:
         page.fill("#workshop-name input, #workshop-name textarea", name)
     page.click("#workshop-join")
@@ -134,11 +147,15 @@ def test_a_student_link_opens_a_students_page_on_a_phone(browser, app_url):
         shot(teacher, "workshop-phone-teacher-room-code")
         assert serious_violations(teacher) == []
 
-        # Once joined: the question first, then the view the teacher leads, and little else.
+        assert shown(phone, "#candidates") and shown(phone, "#views")  # joined: the view is back
+        # Once joined: the question first, then the view the teacher leads, and little else. A
+        # phone scrolled down (reading the view) is brought to the question when it arrives.
+        phone.evaluate("() => window.scrollTo(0, 500)")
         teacher.click("#workshop-ask")
         for page in students:
             wait_text(page, "#workshop-question", "Question 1")
             idle(page)
+        phone.wait_for_function(IN_VIEW, arg="#workshop-question")
         shot(phone, "workshop-phone-question-390")
         question, strip = boxes(phone, "#workshop-question", "#token-strip")
         assert question is not None and strip is not None and question["bottom"] <= strip["top"]

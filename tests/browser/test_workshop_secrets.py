@@ -109,6 +109,16 @@ def told_it_ended(page, code: str) -> None:
     assert live_seat(page) == {}  # the page's script has no seat left to ask for, or follow with
     assert page.locator("#workshop-join").is_visible()  # joining another is one step away
     assert page.locator("#workshop-code input, #workshop-code textarea").input_value() == ""
+    # The sentence on the screen as it is (not below it), and nothing left that says the teacher leads.
+    page.wait_for_function(IN_VIEW, arg="#workshop-info p")
+    assert "teacher leads" not in page.inner_text("#lesson-text")
+    assert "Workshop panel" not in page.inner_text("#lesson-text")
+    assert page.locator("#step").is_visible()  # the whole explorer back: no student's page left
+
+
+# Whether an element is shown and wholly inside the window as it is scrolled now.
+IN_VIEW = """s => { const el = document.querySelector(s); if (!el) return false;
+    const r = el.getBoundingClientRect(); return r.height > 0 && r.top >= 0 && r.bottom <= innerHeight; }"""
 
 
 def test_students_are_told_that_the_workshop_ended_and_keep_their_work(browser, app, ws):

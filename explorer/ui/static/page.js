@@ -273,6 +273,32 @@
     };
     whenPageChanges(draw);
 
+    // Brought into view (only where it is off screen): the sentence that the workshop ended, once
+    // the panel says it (the explorer's controls come back above it and push it down), and a new
+    // question when it arrives, never while the student types in a box.
+    const typing = () => document.activeElement?.closest('input, textarea, select, [contenteditable="true"]');
+    const intoView = el => {
+      const at = el && el.getBoundingClientRect();
+      if (at && at.height && (at.top < 0 || at.bottom > innerHeight)) window.scrollBy(0, at.top - 12);  // a margin above
+    };
+    let endedSaid = false, askedRound = null;
+    // (looked at again for a moment while the page settles: the explorer's controls come back
+    // above the sentence, a change of style that no element's change announces)
+    const keepInView = (el, until) => {
+      intoView(el);
+      if (Date.now() < until) setTimeout(() => keepInView(el, until), 200);
+    };
+    whenPageChanges(() => {
+      const info = document.querySelector('#workshop-info');
+      const ended = !!info && /has ended/.test(info.textContent);
+      if (ended && !endedSaid) keepInView(info.querySelector('p') || info, Date.now() + 2000);
+      endedSaid = ended;
+      const question = document.querySelector('#workshop-question');
+      const round = shown && !shown.revealed && question ? shown.round : null;
+      if (round !== null && round !== askedRound && !typing()) intoView(question);
+      askedRound = round;
+    });
+
     (async () => {
       let seen = '', place = '', last = null, token = null, lastSync = 0;
       for (;;) {
