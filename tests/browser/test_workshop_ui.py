@@ -343,6 +343,7 @@ def test_a_teacher_locks_the_class_removes_a_seat_and_downloads_in_one_click(bro
 
         # The end: the workshop and every way to its answers are gone.
         teacher.click("#workshop-end")
+        teacher.click("#workshop-end-yes")  # ending asks once more: it deletes every answer
         wait_text(teacher, "#workshop-info", f"Workshop {code} has ended")
         assert not list(Path(tmp_path).glob("*.csv"))
 
@@ -367,6 +368,7 @@ def test_a_teacher_locks_the_class_removes_a_seat_and_downloads_in_one_click(bro
         # (the lesson's step set up and the led tokens run again: slow on a busy machine)
         wait_text(other_tab, "#workshop-info", f"Workshop {second_code}", timeout=240_000)
         other_tab.click("#workshop-end")
+        other_tab.click("#workshop-end-yes")
         wait_text(other_tab, "#workshop-info", f"Workshop {second_code} has ended")
         other_tab.wait_for_selector("#workshop-mine-open", state="hidden")  # none left to list
     for page in (teacher, ada, bo, cy):
