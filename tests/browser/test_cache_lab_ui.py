@@ -41,7 +41,9 @@ def wait_plot_title(page, elem_id: str, words: str) -> dict:
     return lab_plot(page, elem_id)
 
 
-def test_a_policy_run_on_smollm2_draws_what_each_layer_holds(page):
+def run_sinks_after_six_steps(page) -> int:
+    """Six Steps, then the lab runs 2 sinks + a window of 6 (a budget of 8) on them; the number of
+    tokens before the Steps."""
     n = len(tokens(page))
     for i in range(1, 7):
         page.click("#step")
@@ -51,6 +53,11 @@ def test_a_policy_run_on_smollm2_draws_what_each_layer_holds(page):
     set_number(page, "lab-budget", "8")
     set_number(page, "lab-sinks", "2")
     page.click("#lab-run")
+    return n
+
+
+def test_a_policy_run_on_smollm2_draws_what_each_layer_holds(page):
+    n = run_sinks_after_six_steps(page)
     grid = wait_plot_title(page, "lab-grid", "sinks 2 + window 6")
     z = grid["data"][0]["z"]
     assert len(z) == 30 and len(z[0]) == n + 6  # SmolLM2's 30 layers x every position
@@ -160,15 +167,7 @@ def test_the_lab_tells_evicted_keys_from_the_mask_and_its_legend_from_its_axis(p
     """Issue 40, item 17: the divergence chart's legend is clear of its axis title; evicted keys
     are drawn unlike the causal mask's later tokens, and the heatmap says which is which; the
     button that puts the session under a policy is named for what it does (it does not step)."""
-    n = len(tokens(page))
-    for i in range(1, 7):
-        page.click("#step")
-        wait_token_count(page, n + i)
-    idle(page)
-    open_lab(page)
-    set_number(page, "lab-budget", "8")
-    set_number(page, "lab-sinks", "2")
-    page.click("#lab-run")
+    n = run_sinks_after_six_steps(page)
     wait_plot_title(page, "lab-divergence", "against the full cache")
     page.wait_for_selector("#lab-divergence .legend")
     shot(page, "cache-lab-divergence-legend")
