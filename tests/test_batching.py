@@ -162,7 +162,7 @@ def test_what_a_batch_grows_stays_writable_by_a_step_alone(family):
     name, loaded = family
     session, other = sessions_of(loaded, TEXTS[name][:2])
     token = next(t for t in range(5, loaded.config.vocab_size) if t != loaded.config.eos_token_id)
-    capacity = session.attention.self_inputs.queries[0].buffer.shape[1]
+    capacity = session.attention.self_inputs.kept.capacity  # the blocks it holds in the record store
     while len(session.token_ids) < capacity:  # fill the kept rows to their capacity
         session.force(token)
     batched_step([session, other])  # this step grows them

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from . import attention_kernels
-from .batch import RowsKV
+from .batch import PaddedKV, RowsKV
 from .cache import LayerKV
 from .config import ModelConfig
 from .norms import RMSNorm
@@ -126,7 +126,7 @@ class MultiHeadAttention(nn.Module):
     def forward(
         self,
         x_q: torch.Tensor,
-        kv: LayerKV | RowsKV,
+        kv: LayerKV | RowsKV | PaddedKV,
         *,
         causal: bool,
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
@@ -144,8 +144,10 @@ class MultiHeadAttention(nn.Module):
         q = self.q_norm(self._split_heads(self.q_proj(self.input(x_q)), self.n_heads))  # (B, heads, Tq, hd)
         if rotary is not None:  # (cos, sin) of the query positions
             q = rotate(q, rotary)
-        if isinstance(kv, RowsKV):  # (no relative bias here: Decoder.position_bias refuses batched positions)
-            z = self.z(self._attend_rows(self.q(q), kv))  # (B, heads, 1, hd)
+        if isinstance(
+            kv, RowsKV | PaddedKV
+        ):  # (no relative bias here: Decoder.position_bias refuses batched positions)
+            z = self.z(self._attend_batch(self.q(q), kv))  # (B, heads, 1, hd)
             return self.out(self.o_proj(z.transpose(1, 2).reshape(batch, n_queries, self.n_heads * self.head_dim)))
         if kv.new_keys is None:
             q, keys, values = self.q(q), self.k(kv.keys), self.v(kv.values)
@@ -170,14 +172,17 @@ class MultiHeadAttention(nn.Module):
             return None
         return causal_mask(n_queries, n_keys, device, window=self.window)
 
-    def _attend_rows(self, q: torch.Tensor, kv: RowsKV) -> torch.Tensor:
-        """One new query per row (B, heads, 1, hd), row b over its own keys (``attention_kernels.rows``).
-        The k and v taps see this step's new keys and values only (the caches differ in length);
-        scores and probabilities are not made here."""
+    def _attend_batch(self, q: torch.Tensor, kv: RowsKV | PaddedKV) -> torch.Tensor:
+        """One new query per row (B, heads, 1, hd), row b over its own keys: the padded caches in
+        one fused call under their length mask, or (a translator's sources) row by row
+        (``attention_kernels.rows``). The k and v taps see this step's new keys and values only
+        (the caches differ in length); scores and probabilities are not made here."""
         run = current_run()
         if run is not None and (run.touches(self.scores) or run.touches(self.probs)):
             raise ValueError("a batched step keeps queries and keys; a pass that needs probabilities runs alone")
         if kv.new_keys is not None:  # self-attention: what this step adds to each cache
             self.k(kv.new_keys)
             self.v(kv.new_values)
+        if isinstance(kv, PaddedKV):
+            return attention_kernels.fused(q, kv.keys, kv.values, kv.mask(self.window), self.scale)
         return attention_kernels.rows(q, kv.rows, self.scale, self.window)

@@ -20,7 +20,7 @@ def fused(
     q: torch.Tensor,  # (B, heads, Tq, hd)
     keys: torch.Tensor,  # (B, kv_heads, Tk, hd)
     values: torch.Tensor,  # (B, kv_heads, Tk, hd)
-    mask: torch.Tensor | None,  # (Tq, Tk), True where a query may look
+    mask: torch.Tensor | None,  # (Tq, Tk) or (B, 1, Tq, Tk): True where a query may look
     scale: float | None,
     bias: torch.Tensor | None = None,  # (1 or B, heads, Tq, Tk)
     window: int | None = None,  # a sliding layer's reach

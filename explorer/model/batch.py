@@ -2,22 +2,29 @@
 
 A cached step of a small model is bound by reading the weights (each step is matrix-vector
 products over every weight), so a batch of sessions that each add one token costs little more
-than one: the projections and feed-forward layers read each weight once for every row. The
-sessions' texts differ in length, so attention cannot be one batched product: each row attends
-over its own cache, with the same kernel a step alone uses (``MultiHeadAttention`` sees the
-``RowsKV`` this module makes). Row b of the batch is session b.
+than one: the projections and feed-forward layers read each weight once for every row. Every
+session's cache lives in the model's one store (``paged.py``), so per layer the batch writes
+its new keys and values with one indexed write and reads every row's cache with one indexed
+read, padded to the longest row; a length mask hides the padding (``PaddedKV``), and attention
+is one call for the whole batch. Row b of the batch is session b.
 
-    cache = CacheBatch([a.cache, b.cache, c.cache])
+Cross-attention (a translator's source) is read once per session and differs in length by
+source: each row attends over its own (``RowsKV``), row by row. So do the rows of a
+``CacheBatch`` of any caches (the KV-cache lab steps a policy a row, each in its own cache).
+
+    cache = PagedBatch([a.cache, b.cache, c.cache])
     model(next_ids, cache=cache, last_only=True)  # next_ids (3, 1): each session's new token
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from .cache import KVCache, LayerKV
+from .paged import BLOCK
 
 
 @dataclass
@@ -27,6 +34,18 @@ class RowsKV:
     rows: list[LayerKV]  # row b: (1, kv_heads, T_b, hd) each
     new_keys: torch.Tensor | None = None  # (B, kv_heads, new, hd): this step's keys (self-attention only)
     new_values: torch.Tensor | None = None
+
+
+@dataclass
+class PaddedKV:
+    """Keys and values of a batch's rows, padded to the longest row: (B, kv_heads, T_max, hd);
+    ``mask(window)`` (B, 1, 1, T_max) is True where row b has a key (within a sliding window)."""
+
+    keys: torch.Tensor
+    values: torch.Tensor
+    mask: Callable[[int | None], torch.Tensor]
+    new_keys: torch.Tensor  # (B, kv_heads, 1, hd): this step's keys (what the k tap sees)
+    new_values: torch.Tensor
 
 
 class _CrossRows:
@@ -44,7 +63,8 @@ class _CrossRows:
 
 
 class CacheBatch:
-    """The caches of the sessions in a batch, used by a pass as if it were one cache."""
+    """The caches of the sessions in a batch, used by a pass as if it were one cache: each row
+    over its own cache, attended row by row (any caches: the KV-cache lab's policies)."""
 
     def __init__(self, caches: list[KVCache]) -> None:
         if not caches:
@@ -61,9 +81,68 @@ class CacheBatch:
         starts = torch.tensor(self.lengths, device=device)[:, None]  # (B, 1)
         return starts + torch.arange(n_new, device=device)[None, :]
 
-    def append(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> RowsKV:
+    def append(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> RowsKV | PaddedKV:
         """Row b's new keys and values (B, kv_heads, new, hd) join session b's cache."""
         rows = [
             cache.append(layer, keys[b : b + 1], values[b : b + 1]) for b, cache in enumerate(self.caches)
         ]  # fmt: skip
         return RowsKV(rows, keys, values)
+
+
+class PagedBatch(CacheBatch):
+    """The plain caches of the sessions in a batch, all in the model's one store, for one step
+    (each session adds one position): one write and one padded read per layer."""
+
+    def __init__(self, caches: list[KVCache]) -> None:
+        super().__init__(caches)
+        self._lengths = [cache.length for cache in caches]  # before the step
+        self._store = caches[0].store
+        if any(cache.store is not self._store or cache.sequence is None for cache in caches):
+            raise ValueError("a batched step needs caches in one store, past their prefill")
+        for cache, length in zip(caches, self.lengths, strict=True):
+            cache.sequence.prepare(length, length + 1)
+        device = self._store.device
+        self._write = torch.tensor(
+            [c.sequence.slot(n) for c, n in zip(caches, self.lengths, strict=True)], device=device
+        )
+        self._read, self._masks = self._read_slots(), {}
+
+    def _read_slots(self) -> torch.Tensor:
+        """(B, T_max) the slot of each row's positions, padded with slot 0 (masked)."""
+        count = -(-(max(self.lengths) + 1) // BLOCK)
+        tables = [c.sequence.blocks[:count] + [0] * (count - len(c.sequence.blocks[:count])) for c in self.caches]
+        blocks = torch.tensor(tables, device=self._store.device)  # (B, blocks)
+        slots = blocks[:, :, None] * BLOCK + torch.arange(BLOCK, device=blocks.device)  # (B, blocks, BLOCK)
+        return slots.flatten(1)[:, : max(self.lengths) + 1]
+
+    def mask(self, window: int | None) -> torch.Tensor:
+        """(B, 1, 1, T_max) True where row b's new query may look (its keys, within a sliding window)."""
+        if window not in self._masks:
+            keys = torch.arange(self._read.shape[1], device=self._read.device)[None, :]  # (1, T_max)
+            newest = torch.tensor(self.lengths, device=keys.device)[:, None]  # (B, 1): each row's new position
+            visible = keys <= newest
+            if window is not None:
+                visible &= keys > newest - window
+            self._masks[window] = visible[:, None, None, :]
+        return self._masks[window]
+
+    @property
+    def lengths(self) -> list[int]:
+        """Each row's length before this step (the step's new positions)."""
+        return self._lengths
+
+    def append(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> PaddedKV:
+        """Row b's new keys and values (B, kv_heads, 1, hd) join session b's cache (one write);
+        every row's cache, padded (one read each)."""
+        if keys.shape[2] != 1:
+            raise ValueError("a batched step adds one token per row")
+        store = self._store
+        store.write(
+            layer, self._write, {"keys": keys[:, :, 0].transpose(0, 1), "values": values[:, :, 0].transpose(0, 1)}
+        )
+        for cache in self.caches:
+            cache.lengths[layer] += 1
+            cache.sequence.length = cache.lengths[layer]
+        all_keys = store.read(layer, "keys", self._read).transpose(0, 1)  # (B, kv_heads, T_max, hd)
+        all_values = store.read(layer, "values", self._read).transpose(0, 1)
+        return PaddedKV(all_keys, all_values, self.mask, keys, values)

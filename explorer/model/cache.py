@@ -5,9 +5,10 @@ position's keys depend only on it and the past), so a step can compute them for 
 new token and reuse the rest. Cross-attention keys and values depend only on the encoder
 output, so they are computed once per source sentence.
 
-Each layer's keys and values live in a buffer with room to grow (by a quarter, at least 64
-positions, when full), so that appending a position writes one slice instead of copying the
-whole cache, while a class of sessions wastes little memory.
+A session's keys and values live in the model's one store of blocks (``paged.py``), so that a
+batch of sessions reads and writes all their caches with one call per layer. (The caches under a
+policy keep theirs in ``GrowingKV`` buffers with room to grow, by a quarter, at least 64
+positions, when full: appending writes one slice instead of copying the whole cache.)
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from .paged import PagedSequence, PagedStore
 
 INITIAL_CAPACITY = 64
 
@@ -87,41 +90,71 @@ class GrowingKV:
 
 
 class KVCache:
-    """Per-layer keys and values that grow one position per step."""
+    """Per-layer keys and values that grow one position per step, kept in a ``PagedStore``
+    (``paged.py``): the model's one store, shared by every session's cache, when the model made
+    the cache (``model.new_cache()``); a store of its own otherwise."""
 
-    def __init__(self, n_layers: int) -> None:
-        self._self_attn: list[GrowingKV | None] = [None] * n_layers
+    def __init__(self, n_layers: int, store: PagedStore | None = None) -> None:
+        self.store = store
+        self.sequence: PagedSequence | None = None  # made at the first append (the store's shape is known then)
+        self.lengths = [0] * n_layers  # positions held per layer (a pass appends layer by layer)
         self.cross_attn: list[LayerKV | None] = [None] * n_layers
+        self._cross_bytes: int | None = None
 
     @property
     def length(self) -> int:
         """Positions cached so far (the decoder side)."""
-        first = self._self_attn[0]
-        return 0 if first is None else first.length
+        return self.lengths[0] if self.lengths else 0
 
     def append(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> LayerKV:
-        """Add new positions to one layer's self-attention cache; return the whole of it."""
-        entry = self._self_attn[layer]
-        if entry is None:
-            self._self_attn[layer] = entry = GrowingKV(keys, values)
-        else:
-            entry.append(keys, values)
-        return entry.view()
+        """Add new positions (1, kv_heads, new, hd) to one layer's self-attention cache; return
+        the whole of it, (1, kv_heads, positions, hd) each."""
+        if keys.shape[0] != 1:
+            raise ValueError("a KVCache holds one sequence; the sessions of a batch each have their own (CacheBatch)")
+        sequence = self._sequence_for(keys)
+        start, end = self.lengths[layer], self.lengths[layer] + keys.shape[2]
+        if layer == 0:
+            sequence.prepare(start, end)
+        sequence.write(layer, start, {"keys": keys[0], "values": values[0]})
+        self.lengths[layer] = sequence.length = end
+        return LayerKV(sequence.read(layer, "keys", end)[None], sequence.read(layer, "values", end)[None])
+
+    def _sequence_for(self, keys: torch.Tensor) -> PagedSequence:
+        if self.sequence is None:
+            if self.store is None:
+                heads, head_dim = keys.shape[1], keys.shape[3]
+                fields = {"keys": heads, "values": heads}
+                self.store = PagedStore(len(self.lengths), fields, head_dim, keys.dtype, keys.device)
+            self.sequence = PagedSequence(self.store)
+        return self.sequence
 
     def truncate(self, length: int) -> None:
         """Forget every position from ``length`` on (undo). Cross-attention is unaffected."""
-        for entry in self._self_attn:
-            if entry is not None:
-                entry.length = min(entry.length, length)
+        self.lengths = [min(n, length) for n in self.lengths]
+        if self.sequence is not None:
+            self.sequence.truncate(length)
+
+    def fork(self) -> KVCache:
+        """A cache holding the same positions, sharing their blocks (copied when either writes)."""
+        other = KVCache(len(self.lengths), self.store)
+        other.lengths = list(self.lengths)
+        other.sequence = self.sequence.fork() if self.sequence is not None else None
+        other.cross_attn = list(self.cross_attn)  # read only: the source's keys and values
+        return other
 
     @property
     def self_attn_bytes(self) -> int:
         """2 x layers x kv_heads x head_dim x positions x bytes per value."""
-        return sum(e.nbytes for e in self._self_attn if e is not None)
+        if self.store is None:
+            return 0
+        per_layer = self.store.bytes_per_position() // self.store.n_layers
+        return sum(self.lengths) * per_layer
 
     @property
     def cross_attn_bytes(self) -> int:
-        return sum(kv.nbytes for kv in self.cross_attn if kv is not None)
+        if self._cross_bytes is None and all(kv is not None for kv in self.cross_attn):
+            self._cross_bytes = sum(kv.nbytes for kv in self.cross_attn)  # computed once: the source is fixed
+        return self._cross_bytes or sum(kv.nbytes for kv in self.cross_attn if kv is not None)
 
     @property
     def nbytes(self) -> int:

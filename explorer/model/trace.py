@@ -43,6 +43,7 @@ runs PyTorch's fused kernel, which never makes them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -92,12 +93,30 @@ NOTHING = Record()
 ATTENTION = Record.of("attention")
 
 
+class _RowOf(Mapping):
+    """Batch row ``b`` of a pass's tensors, each (1, ...) sliced when read (read only)."""
+
+    def __init__(self, tensors: Mapping[str, torch.Tensor], b: int) -> None:
+        self._tensors, self._b = tensors, b
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self._tensors[name][self._b : self._b + 1]
+
+    def __iter__(self):
+        return iter(self._tensors)
+
+    def __len__(self) -> int:
+        return len(self._tensors)
+
+
 @dataclass
 class Trace:
     """Named tensors from one pass, detached. Empty when nothing was requested."""
 
     record: Record = NOTHING
-    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+    tensors: dict[str, torch.Tensor] | Mapping[str, torch.Tensor] = field(
+        default_factory=dict
+    )  # a batch row: read only
 
     def wants(self, kind: str, name: str) -> bool:
         return self.record.wants(kind, name)
@@ -123,8 +142,9 @@ class Trace:
 
     def row(self, b: int) -> Trace:
         """What batch row ``b`` recorded, as a pass of batch 1 would have (a batched step of
-        several sessions, explorer/batching.py)."""
-        return Trace(self.record, {name: tensor[b : b + 1] for name, tensor in self.tensors.items()})
+        several sessions, explorer/batching.py). Each tensor is sliced when it is read: a batch
+        of 32 sessions does not slice every tensor 32 times for the few that are looked at."""
+        return Trace(self.record, _RowOf(self.tensors, b))
 
     # Convenience accessors for the tensors the explorer shows most.
     def self_attention(self, layer: int, stack: str = "decoder") -> torch.Tensor:

@@ -19,6 +19,7 @@ from .cache import KVCache
 from .config import ModelConfig
 from .layers import DecoderLayer, EncoderLayer
 from .norms import make_norm
+from .paged import PagedStore, store_of
 from .positions import RelativePositionBias, RotaryPositions, SinusoidalPositions, embedding_scale
 from .taps import Intervention, Tap, name_taps, tapping
 from .trace import NOTHING, Record, Trace
@@ -190,7 +191,18 @@ class LanguageModel(nn.Module):
         return trace, tapping(trace, interventions, start)
 
     def new_cache(self) -> KVCache:
-        return KVCache(self.config.n_layers)
+        """An empty cache in the model's one store (``paged.py``): every session's cache shares it."""
+        return KVCache(self.config.n_layers, self.cache_store())
+
+    def cache_store(self) -> PagedStore:
+        """The store of every cache of this model: keys and values, per layer, in blocks."""
+        c = self.config
+        return store_of(self, "cache", {"keys": c.n_kv_heads, "values": c.n_kv_heads}, c.n_layers, c.head_dim)
+
+    def record_store(self) -> PagedStore:
+        """The store of what sessions keep for their heatmaps: the queries and keys of every position."""
+        c = self.config
+        return store_of(self, "record", {"queries": c.n_heads, "keys": c.n_kv_heads}, c.n_layers, c.head_dim)
 
     def unembed(self, residual: torch.Tensor) -> torch.Tensor:
         """Residual stream (..., d_model) -> vocabulary logits (..., vocab).

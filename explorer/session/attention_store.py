@@ -17,6 +17,7 @@ from explorer.errors import InputError
 from explorer.model import ModelConfig, Trace
 from explorer.model.attention import attention_weights, causal_mask
 from explorer.model.cache import grown_capacity
+from explorer.model.paged import PagedSequence, PagedStore
 from explorer.model.policy_cache import EvictionLog
 
 
@@ -53,6 +54,102 @@ class GrowingRows:
     @property
     def nbytes(self) -> int:
         return 0 if self.buffer is None else self.buffer.nbytes
+
+
+class GrowingKept:
+    """Cross-attention's kept rows, per layer: the decoder's queries (heads, T, hd), growing a
+    row a step, and the source's keys (kv_heads, S, hd), kept once."""
+
+    def __init__(self, n_layers: int, limit: int) -> None:
+        self._queries = [GrowingRows(limit) for _ in range(n_layers)]
+        self._keys = [GrowingRows(limit) for _ in range(n_layers)]
+
+    @property
+    def rows(self) -> int:
+        return self._queries[0].length if self._queries else 0
+
+    def key_count(self, layer: int) -> int:
+        return self._keys[layer].length
+
+    def add(self, layer: int, queries: torch.Tensor, keys: torch.Tensor | None) -> None:
+        self._queries[layer].add(queries)
+        if not self._keys[layer].length:
+            if keys is None:
+                raise ValueError("the source's keys are needed the first time")
+            self._keys[layer].add(keys)
+
+    def queries(self, layer: int, first: int, last: int) -> torch.Tensor:
+        return self._queries[layer].all()[:, first:last]  # (heads, Tq, hd)
+
+    def keys(self, layer: int, last: int | None = None) -> torch.Tensor:
+        return self._keys[layer].all()  # (kv_heads, S, hd): every query reads the whole source
+
+    def truncate(self, rows: int) -> None:
+        for queries in self._queries:
+            queries.truncate(rows)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(rows.nbytes for rows in (*self._queries, *self._keys))
+
+
+class PagedKept:
+    """Self-attention's kept rows: the queries and keys of every position, in the model's record
+    store (``explorer/model/paged.py``), one block table for both. A batched step writes every
+    session's new rows with one call per layer (``keep_batch``)."""
+
+    def __init__(self, store: PagedStore) -> None:
+        self.sequence = PagedSequence(store)
+        self.lengths = [0] * store.n_layers  # rows kept per layer (a pass keeps layer by layer)
+
+    @property
+    def rows(self) -> int:
+        return self.lengths[0] if self.lengths else 0
+
+    def key_count(self, layer: int) -> int:
+        return self.lengths[layer]
+
+    @property
+    def capacity(self) -> int:
+        return self.sequence.capacity
+
+    def add(self, layer: int, queries: torch.Tensor, keys: torch.Tensor | None) -> None:
+        """queries (heads, new, hd) and keys (kv_heads, new, hd) of the same new positions."""
+        start, end = self.lengths[layer], self.lengths[layer] + queries.shape[1]
+        if layer == 0:
+            self.sequence.prepare(start, end)
+        self.sequence.write(layer, start, {"queries": queries, "keys": keys})
+        self.lengths[layer] = self.sequence.length = end
+
+    def queries(self, layer: int, first: int, last: int) -> torch.Tensor:
+        return self.sequence.read(layer, "queries", last, first)  # (heads, Tq, hd)
+
+    def keys(self, layer: int, last: int | None = None) -> torch.Tensor:
+        return self.sequence.read(layer, "keys", self.lengths[layer] if last is None else last)  # (kv_heads, Tk, hd)
+
+    def truncate(self, rows: int) -> None:
+        self.lengths = [min(n, rows) for n in self.lengths]
+        self.sequence.truncate(rows)
+
+    @property
+    def nbytes(self) -> int:
+        return self.sequence.nbytes
+
+
+def keep_batch(kept: list[PagedKept], trace: Trace, n_layers: int) -> None:
+    """Row b of a batched step's trace (one new position per row) joins ``kept[b]``: per layer,
+    one write for the whole batch. Every ``kept`` is in one store."""
+    store = kept[0].sequence.store
+    for rows in kept:
+        rows.sequence.prepare(rows.rows, rows.rows + 1)
+    slots = torch.tensor([rows.sequence.slot(rows.rows) for rows in kept], device=store.device)  # (B,)
+    for layer in range(n_layers):
+        name = f"decoder.{layer}.self_attn"
+        queries, keys = trace[f"{name}.q"][:, :, -1], trace[f"{name}.k"][:, :, -1]  # (B, heads or kv_heads, hd)
+        store.write(layer, slots, {"queries": queries.transpose(0, 1), "keys": keys.transpose(0, 1)})
+    for rows in kept:
+        rows.lengths = [n + 1 for n in rows.lengths]
+        rows.sequence.length = rows.lengths[0]
 
 
 class AttentionRows:
@@ -107,7 +204,8 @@ class AttentionInputs:
 
     def __init__(
         self,
-        n_layers: int,
+        kept: PagedKept | GrowingKept,
+        heads: int,
         causal: bool,
         max_rows: int,
         scale: float,
@@ -115,51 +213,41 @@ class AttentionInputs:
         position_bias: Callable[[torch.Tensor], torch.Tensor | None] | None = None,
     ) -> None:
         self.causal, self.max_rows, self.scale = causal, max_rows, scale  # scale: ModelConfig.score_scale
-        self.windows = windows or [None] * n_layers  # each layer's sliding window (ModelConfig.window_of)
+        self.kept, self.heads = kept, heads  # the queries and keys, per layer; query heads
+        self.windows = windows  # each layer's sliding window (ModelConfig.window_of), or None: no window
         self.position_bias = position_bias  # query positions -> (1, heads, Tq, keys): T5's relative positions
-        self.queries = [GrowingRows(max_rows) for _ in range(n_layers)]
-        self.keys = [GrowingRows(max_rows) for _ in range(n_layers)]
         self.evictions: EvictionLog | None = None  # a cache policy's: which keys each query no longer read
-        self._kept: tuple[int, AttentionRows] | None = None  # (layer, its rows) a view asked for last
+        self._computed: tuple[int, AttentionRows] | None = None  # (layer, its rows) a view asked for last
 
     @property
     def rows(self) -> int:
-        return self.queries[0].length if self.queries else 0
+        return self.kept.rows
 
     @property
     def nbytes(self) -> int:
-        """Bytes held for the queries and keys (with the buffers' room to grow)."""
-        return sum(rows.nbytes for rows in (*self.queries, *self.keys))
+        """Bytes held for the queries and keys."""
+        return self.kept.nbytes
 
     def add(self, layer: int, queries: torch.Tensor, keys: torch.Tensor | None) -> None:
         """queries (heads, new, hd) of the new positions; keys (kv_heads, new, hd) of the same
         positions (self-attention), or of the whole source the first time (cross-attention;
         None after that)."""
-        self.queries[layer].add(queries)
-        if self.causal or not self.keys[layer].length:
-            if keys is None:
-                raise ValueError("the source's keys are needed the first time")
-            self.keys[layer].add(keys)
+        self.kept.add(layer, queries, keys)
 
     def truncate(self, rows: int) -> None:
-        for queries in self.queries:
-            queries.truncate(rows)
-        if self.causal:
-            for keys in self.keys:
-                keys.truncate(rows)
-        if self._kept is not None:
-            self._kept[1].truncate(rows)
+        self.kept.truncate(rows)
+        if self._computed is not None:
+            self._computed[1].truncate(rows)
 
     def compute(self, layer: int, first: int, last: int) -> np.ndarray:
         """(heads, last - first, keys) float32 for the queries at positions first .. last - 1,
         computed now from the kept queries and keys (nothing is kept)."""
-        q = self.queries[layer].all()[:, first:last]  # (heads, Tq, hd)
-        keys = self.keys[layer].all()  # (kv_heads, Tk, hd)
-        if self.causal:
-            keys = keys[:, :last]  # a query's future keys get zero weight: not needed
+        q = self.kept.queries(layer, first, last)  # (heads, Tq, hd)
+        keys = self.kept.keys(layer, last)  # (kv_heads, Tk, hd): a query's future keys get zero weight: not read
         mask = None
         if self.causal:
-            mask = causal_mask(q.shape[1], keys.shape[1], q.device, first_query=first, window=self.windows[layer])
+            window = self.windows[layer] if self.windows else None
+            mask = causal_mask(q.shape[1], keys.shape[1], q.device, first_query=first, window=window)
             if self.evictions is not None:  # (heads, Tq, Tk): and not evicted before the query ran
                 mask = mask & self.held_for(layer, first, last, q.shape[0], keys.shape[0], keys.shape[1])
         bias = None
@@ -177,13 +265,12 @@ class AttentionInputs:
     def probabilities(self, layer: int, first: int = 0, last: int | None = None) -> np.ndarray:
         """(heads, queries, keys) float32 for the queries at positions first .. last - 1, every key
         (a causal row's future is 0); the rows not computed before are computed now."""
-        if not self.queries[layer].length:
+        if not self.kept.rows:
             raise InputError("no attention was recorded in this session")
-        rows, n_keys = self.rows, self.keys[layer].length
-        if self._kept is None or self._kept[0] != layer:  # another layer: its rows from the start
-            heads = self.queries[layer].all().shape[0]
-            self._kept = (layer, AttentionRows(heads, None if self.causal else n_keys, self.max_rows))
-        computed = self._kept[1]
+        rows, n_keys = self.rows, self.kept.key_count(layer)
+        if self._computed is None or self._computed[0] != layer:  # another layer: its rows from the start
+            self._computed = (layer, AttentionRows(self.heads, None if self.causal else n_keys, self.max_rows))
+        computed = self._computed[1]
         if computed.rows < rows:
             computed.extend(self.compute(layer, computed.rows, rows))
         return computed.view(first, rows if last is None else last, n_keys)
@@ -205,14 +292,21 @@ class SessionAttention:
     computed once from the source (small: (heads, S, S) per layer)."""
 
     def __init__(
-        self, config: ModelConfig, max_rows: int, position_bias: Callable[[torch.Tensor], torch.Tensor | None]
+        self,
+        config: ModelConfig,
+        max_rows: int,
+        position_bias: Callable[[torch.Tensor], torch.Tensor | None],
+        record_store: PagedStore,
     ) -> None:
         self.config = config
         n, scale = config.n_layers, config.score_scale
         windows = [config.window_of(i) for i in range(n)]
-        self.self_inputs = AttentionInputs(n, True, max_rows, scale, windows, position_bias)
+        heads = config.n_heads
+        self.self_inputs = AttentionInputs(
+            PagedKept(record_store), heads, True, max_rows, scale, windows, position_bias
+        )
         n_cross = n if config.is_encoder_decoder else 0
-        self.cross_inputs = AttentionInputs(n_cross, causal=False, max_rows=max_rows, scale=scale)
+        self.cross_inputs = AttentionInputs(GrowingKept(n_cross, max_rows), heads, False, max_rows, scale)
         self.encoder_probs: list[np.ndarray] = []  # per layer (heads, S, S)
 
     def keep_encoder(self, trace: Trace) -> None:
@@ -225,11 +319,17 @@ class SessionAttention:
         for i in range(self.config.n_layers):
             name = f"decoder.{i}.self_attn"
             self.self_inputs.add(i, trace[f"{name}.q"][0, :, -n_new:], trace[f"{name}.k"][0, :, -n_new:])
-            if self.config.is_encoder_decoder:
-                name = f"decoder.{i}.cross_attn"
-                # The source's keys are kept once, from the prefill (a batched step does not pass them).
-                keys = trace[f"{name}.k"][0] if f"{name}.k" in trace else None
-                self.cross_inputs.add(i, trace[f"{name}.q"][0, :, -n_new:], keys)
+        self.keep_cross(trace, n_new)
+
+    def keep_cross(self, trace: Trace, n_new: int) -> None:
+        """A translator's cross-attention queries of the newest ``n_new`` positions (and the
+        source's keys, from the prefill: a batched step does not pass them)."""
+        if not self.config.is_encoder_decoder:
+            return
+        for i in range(self.config.n_layers):
+            name = f"decoder.{i}.cross_attn"
+            keys = trace[f"{name}.k"][0] if f"{name}.k" in trace else None
+            self.cross_inputs.add(i, trace[f"{name}.q"][0, :, -n_new:], keys)
 
     def truncate(self, rows: int) -> None:
         self.self_inputs.truncate(rows)

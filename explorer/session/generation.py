@@ -28,6 +28,7 @@ from explorer.model.taps import Intervention, flat_interventions
 from explorer.model.trace import residual_stream_names
 from explorer.sampling import SamplingSettings, choose_token
 from explorer.session.attention_store import SessionAttention, decoder_position_bias
+from explorer.session.fork import fork_session
 from explorer.session.inputs import check_recorded_tokens, check_token_id, decoder_start_id, encode_input
 from explorer.session.results import SessionFinished, StepResult, StepTiming, TopToken
 from explorer.session.step import Step, timed, undo_last
@@ -84,14 +85,12 @@ class GenerationSession:
         self.memory: torch.Tensor | None = None
         self.model_device = next(self.model.parameters()).device
         bias = functools.partial(decoder_position_bias, self.model.decoder, self.model_device)  # T5's
-        self.attention = SessionAttention(self.config, self.max_positions, bias)
+        self.attention = SessionAttention(self.config, self.max_positions, bias, self.model.record_store())
         if self.cache_policy.evicts and "qk" in self.record:  # the views mask what each query's cache no longer held
             self.eviction_log = EvictionLog(self.config.n_layers)
             self.attention.self_inputs.evictions = self.eviction_log
         self._next_logits: torch.Tensor | None = None  # (vocab,) for the next position
-        # (layers + 1, d_model): the newest position's residual stream after the embeddings and
-        # after each layer, kept from the pass that processed it (the logit lens reads it).
-        self.newest_residuals: torch.Tensor | None = None
+        self.newest_residuals: torch.Tensor | None = None  # (layers + 1, d_model): see take_in
 
         prompt_ids = encode_input(loaded, text, chat, self.max_positions)
         if self.is_encoder_decoder:
@@ -239,13 +238,21 @@ class GenerationSession:
     def absorb(self, logits: torch.Tensor, trace: Trace, n_new: int) -> None:
         """Take in what the pass over the newest ``n_new`` tokens gave (``logits``: (vocab,) of the
         last position; ``trace``: batch 1): the next distribution, the rows the views need."""
-        self._next_logits = logits.cpu()  # sampling and the views work on the CPU
-        self.newest_residuals = None
+        residuals = None
         if "residual" in trace.record:  # a one-token cached pass keeps it (step_record)
             names = residual_stream_names(self.config.n_layers)
-            self.newest_residuals = torch.stack([trace[name][0, -1] for name in names])  # (layers + 1, d)
+            residuals = torch.stack([trace[name][0, -1] for name in names])  # (layers + 1, d)
+        self.take_in(logits, residuals)
         if "qk" in trace.record:
             self.attention.keep(trace, n_new)
+
+    def take_in(self, logits: torch.Tensor, residuals: torch.Tensor | None) -> None:
+        """The next distribution's logits (vocab,) and the newest position's residual stream
+        (layers + 1, d_model), or None (a batched step takes in its rows this way: step.py)."""
+        self._next_logits = logits.cpu()  # sampling and the views work on the CPU
+        # (layers + 1, d_model): the newest position's residual stream after the embeddings and
+        # after each layer, kept from the pass that processed it (the logit lens reads it).
+        self.newest_residuals = residuals
 
     # ------------------------------------------------------------------ stepping
     @property
@@ -436,6 +443,11 @@ class GenerationSession:
         forced = {s.position - self.prompt_length for s in self.steps if s.forced}
         other.replay(self.generated_ids, forced=forced)
         return other
+
+    def fork(self) -> GenerationSession:
+        """An independent copy that shares this session's cache and kept rows until either writes
+        (``explorer/session/fork.py``): no pass is run. Refused under a cache policy."""
+        return fork_session(self)
 
     # ------------------------------------------------------------------ interventions
     def with_interventions(self, interventions: Sequence[Intervention]) -> GenerationSession:

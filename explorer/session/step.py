@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, TypeVar
 import torch
 
 from explorer.errors import InputError
-from explorer.model import CacheBatch, Output, Record, Trace
+from explorer.model import Output, PagedBatch, Record, Trace
+from explorer.model.trace import residual_stream_names
+from explorer.session.attention_store import keep_batch
 from explorer.session.results import StepResult, StepTiming
 from explorer.tokens import piece_text
 
@@ -56,13 +58,12 @@ class Step:
         except BaseException:
             self.rollback()
             raise
-        return self.finish(output, 0, elapsed_ms)
+        self.session.absorb(output.logits[0, -1], output.trace, 1)
+        return self.finish(output.trace, elapsed_ms)
 
-    def finish(self, output: Output, row: int, elapsed_ms: float) -> StepResult:
-        """Take in row ``row`` of the pass that processed the token, and record the step."""
+    def finish(self, trace: Trace, elapsed_ms: float) -> StepResult:
+        """Record the step, once the session has taken in what its pass gave (``trace``: batch 1)."""
         session = self.session
-        trace = output.trace.row(row) if output.logits.shape[0] > 1 else output.trace
-        session.absorb(output.logits[row, -1], trace, 1)
         position = len(session.token_ids) - 1
         session.timings.append(StepTiming(position, elapsed_ms, session.use_cache))
         session._token_texts.append(piece_text(session.tokenizer, session.token_ids, position))
@@ -98,20 +99,39 @@ def run_together(steps: list[Step]) -> list[StepResult]:
     session is put back as it was and the error raised."""
     first = steps[0].session
     ids = torch.tensor([[step.token] for step in steps], device=first.model_device)  # (B, 1)
-    cache = CacheBatch([step.session.cache for step in steps])
-    record = first.step_record(1)
     try:
+        cache = PagedBatch([step.session.cache for step in steps])
+        record = first.step_record(1)
         output, elapsed_ms = timed(lambda: _batched_pass(first, ids, cache, record), first.model_device)
     except BaseException:
         for step in steps:
             step.rollback()
         raise
+    _take_in_together([step.session for step in steps], output)
     # The batch's pass is shared by its sessions: each step records its time.
-    return [step.finish(output, b, elapsed_ms) for b, step in enumerate(steps)]
+    return [step.finish(output.trace.row(b), elapsed_ms) for b, step in enumerate(steps)]
+
+
+def _take_in_together(sessions: list[GenerationSession], output: Output) -> None:
+    """What each session takes in from row b of a batched pass, for the whole batch at once:
+    the next logits, the residual streams (one stack), the kept queries and keys (one write per
+    layer, ``keep_batch``). Only a translator's cross-attention queries are kept row by row."""
+    trace, first = output.trace, sessions[0]
+    logits = output.logits[:, -1].cpu()  # (B, vocab)
+    residuals = None
+    if "residual" in trace.record:
+        names = residual_stream_names(first.config.n_layers)
+        residuals = torch.stack([trace[name][:, -1] for name in names], dim=1)  # (B, layers + 1, d)
+    if "qk" in trace.record:
+        keep_batch([session.attention.self_inputs.kept for session in sessions], trace, first.config.n_layers)
+    for b, session in enumerate(sessions):
+        session.take_in(logits[b], None if residuals is None else residuals[b])
+        if "qk" in trace.record and first.is_encoder_decoder:
+            session.attention.keep_cross(trace.row(b), 1)
 
 
 @torch.inference_mode()
-def _batched_pass(first: GenerationSession, ids: torch.Tensor, cache: CacheBatch, record: Record) -> Output:
+def _batched_pass(first: GenerationSession, ids: torch.Tensor, cache: PagedBatch, record: Record) -> Output:
     """(B, 1) ids through the model. Only the pass runs in inference mode, as a step alone does:
     what the sessions keep (grown outside it) must stay writable by their later steps."""
     if first.is_encoder_decoder:  # the sources were read at each session's prefill (their caches hold them)
