@@ -710,3 +710,43 @@ def test_the_app_opens_the_workshops_and_their_purge_without_a_visitor(tmp_path,
     assert workshop_events._store is not None  # opened by the app's own timer
     assert any(t.name == "workshop-purge" for t in threading.enumerate())
     workshop_events._store.engine.dispose()
+
+
+def test_a_follower_in_the_teachers_process_shares_the_teachers_session_without_a_pass(page_store, checkpoints):
+    """Issue 41: a student catching up takes a fork of the teacher's published session (its
+    blocks shared, no pass of its own); stepping on their own leaves the teacher's as it was."""
+    from explorer.analysis import snapshot
+    from explorer.session import GenerationSession
+    from explorer.ui import workshop_events
+    from explorer.ui.shown import kept_value
+    from explorer.ui.workshop_seats import Following, Leading
+
+    started = page_store.start(1)
+    teacher = tab_with_session(checkpoints, Leading(started.code, started.secret, 1))
+    for _ in range(3):
+        teacher.session.step()
+    workshop_events.after_event((teacher,), {"kept": kept_value(teacher)})
+    students = [tab_with_session(checkpoints, Following(page_store.join(started.code, "", n))) for n in "abc"]
+    snap = snapshot.snapshot_of("tiny-llama", teacher.session)
+    passes = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(GenerationSession, "pass_over", lambda *args: passes.append(args))
+        caught = [workshop_events.caught_up(student, snap) for student in students]
+    assert not passes  # no student ran the teacher's tokens again
+    store = teacher.session.cache.store
+    assert all(c.token_ids == teacher.session.token_ids and c is not teacher.session for c in caught)
+    assert all(c.cache.sequence.blocks == teacher.session.cache.sequence.blocks for c in caught)  # shared
+    teacher_logits = teacher.session.next_logits()
+    caught[0].force(7)  # one student goes their own way: a block of their own, the teacher's untouched
+    assert caught[0].cache.sequence.blocks[-1] not in teacher.session.cache.sequence.blocks
+    assert store.is_shared(teacher.session.cache.sequence.blocks[0])
+    assert teacher.session.token_ids == caught[1].token_ids and bool(
+        (teacher.session.next_logits() == teacher_logits).all()
+    )
+    teacher.session.step()  # a view the students do not have yet: they catch up by replaying (nothing kept matches)
+    assert (
+        workshop_events.caught_up(students[1], snapshot.snapshot_of("tiny-llama", teacher.session))
+        is students[1].session
+    )
+    workshop_events.leave(teacher)  # the teacher ends the workshop: its kept session goes
+    assert workshop_events.workshop_shared.fork_for(started.code, snap) is None

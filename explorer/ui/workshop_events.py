@@ -35,6 +35,7 @@ from explorer.ui import (
     workshop_download,
     workshop_gate,
     workshop_round,
+    workshop_shared,
     workshop_watch,
 )
 from explorer.ui.lesson_events import LessonAt
@@ -132,6 +133,7 @@ def publish(st: ExplorerState, seat: Leading) -> None:
     try:
         store().lead(seat.code, seat.secret, view)
         seat.published = text
+        workshop_shared.publish(seat.code, model_store.public_name(st.model_name), st.session)
     except WorkshopError as error:  # the workshop ended or expired: the teacher's page goes on alone
         log.info("workshop %s: the view was not published: %s", seat.code, error)
 
@@ -234,6 +236,7 @@ def leave(st) -> Updates:
     seat = st.workshop
     if isinstance(seat, Leading):
         store().end(seat.code, seat.secret)
+        workshop_shared.forget(seat.code)
         log.info("workshop %s ended by its teacher", seat.code)
         said = f"Workshop {seat.code} has ended: it is deleted, with its answers."
     else:
@@ -481,8 +484,14 @@ def led_lesson_text(at: object) -> str:
 
 
 def caught_up(st: ExplorerState, snap: snapshot.Snapshot):
-    """The tab's own session brought to ``snap``'s tokens, when only the tokens differ; else None."""
+    """The tab's own session brought to ``snap``'s tokens, when only the tokens differ; else None.
+    In the teacher's process, a fork of the teacher's session instead: no pass (workshop_shared)."""
     session = st.session
+    seat = st.workshop
+    if isinstance(seat, Following) and model_store.public_name(st.model_name) == snap.model:
+        shared = workshop_shared.fork_for(seat.seat.code, snap)
+        if shared is not None:
+            return shared
     if session is None or model_store.public_name(st.model_name) != snap.model or session.interventions:
         return None
     mine = snapshot.snapshot_of(snap.model, session)
