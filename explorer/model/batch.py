@@ -105,20 +105,19 @@ class PagedBatch(CacheBatch):
         self._write = torch.tensor(
             [c.sequence.slot(n) for c, n in zip(caches, self.lengths, strict=True)], device=device
         )
-        self._read, self._masks = self._read_slots(), {}
+        self._tables, self._width, self._masks = self._block_tables(), max(self._lengths) + 1, {}
 
-    def _read_slots(self) -> torch.Tensor:
-        """(B, T_max) the slot of each row's positions, padded with slot 0 (masked)."""
-        count = -(-(max(self.lengths) + 1) // BLOCK)
+    def _block_tables(self) -> torch.Tensor:
+        """(B, blocks) each row's blocks for its positions up to the longest row's, padded with
+        block 0 (its positions masked)."""
+        count = -(-(max(self._lengths) + 1) // BLOCK)
         tables = [c.sequence.blocks[:count] + [0] * (count - len(c.sequence.blocks[:count])) for c in self.caches]
-        blocks = torch.tensor(tables, device=self._store.device)  # (B, blocks)
-        slots = blocks[:, :, None] * BLOCK + torch.arange(BLOCK, device=blocks.device)  # (B, blocks, BLOCK)
-        return slots.flatten(1)[:, : max(self.lengths) + 1]
+        return torch.tensor(tables, device=self._store.device)
 
     def mask(self, window: int | None) -> torch.Tensor:
         """(B, 1, 1, T_max) True where row b's new query may look (its keys, within a sliding window)."""
         if window not in self._masks:
-            keys = torch.arange(self._read.shape[1], device=self._read.device)[None, :]  # (1, T_max)
+            keys = torch.arange(self._width, device=self._tables.device)[None, :]  # (1, T_max)
             newest = torch.tensor(self.lengths, device=keys.device)[:, None]  # (B, 1): each row's new position
             visible = keys <= newest
             if window is not None:
@@ -143,6 +142,6 @@ class PagedBatch(CacheBatch):
         for cache in self.caches:
             cache.lengths[layer] += 1
             cache.sequence.length = cache.lengths[layer]
-        all_keys = store.read(layer, "keys", self._read).transpose(0, 1)  # (B, kv_heads, T_max, hd)
-        all_values = store.read(layer, "values", self._read).transpose(0, 1)
+        all_keys = store.read_blocks(layer, "keys", self._tables, self._width)  # (B, kv_heads, T_max, hd)
+        all_values = store.read_blocks(layer, "values", self._tables, self._width)
         return PaddedKV(all_keys, all_values, self.mask, keys, values)

@@ -6,7 +6,8 @@ work (and a GIL hand-over) per session. Here every session's positions live in o
 model, per layer one tensor (heads, slots, head_dim) for each field it keeps (keys, values, or
 the queries the heatmaps are computed from). A session owns a list of blocks of ``BLOCK`` slots
 (its *block table*, as in vLLM's PagedAttention), so a batch reads all its sessions' keys with one
-indexed read per layer and writes their new keys with one indexed write.
+indexed read per layer (whole blocks: each head's a contiguous (BLOCK, head_dim) chunk) and
+writes their new keys with one indexed write.
 
 Blocks are counted: a sequence that begins like another (a copy of a session, a branch) shares
 its blocks, and a block is copied only when one of them writes into it (copy on write). The
@@ -146,7 +147,7 @@ class PagedStore:
                 self.tensors[name][layer].index_copy_(1, slots, row.to(self.dtype))
 
     def read(self, layer: int, name: str, slots: torch.Tensor) -> torch.Tensor:
-        """(heads, *slots.shape, head_dim): one layer's ``name`` at ``slots`` (a copy)."""
+        """(heads, N, head_dim): one layer's ``name`` at the N ``slots`` (a copy)."""
         with self.lock:
             return self.tensors[name][layer][:, slots]
 
@@ -154,6 +155,16 @@ class PagedStore:
         """(heads, end - start, head_dim): slots start .. end - 1 (a view of the store)."""
         with self.lock:
             return self.tensors[name][layer][:, start:end]
+
+    def read_blocks(self, layer: int, name: str, tables: torch.Tensor, length: int) -> torch.Tensor:
+        """(B, heads, length, head_dim): row b's first ``length`` positions, from the blocks in
+        ``tables[b]`` (B, blocks), copied a whole block at a time."""
+        with self.lock:
+            tensor = self.tensors[name][layer]  # (heads, slots, hd)
+            blocks = tensor.view(tensor.shape[0], -1, BLOCK, tensor.shape[2])[
+                :, tables
+            ]  # (heads, B, blocks, BLOCK, hd)
+        return blocks.flatten(2, 3)[:, :, :length].transpose(0, 1)
 
 
 class PagedSequence:
