@@ -25,7 +25,7 @@ def page_store(tmp_path, monkeypatch):
 
 
 def tab_with_session(checkpoints, seat=None):
-    from explorer.ui.views import ExplorerState
+    from explorer.present.views import ExplorerState
 
     st = ExplorerState("tiny-llama")
     st.session = explorer.GenerationSession(explorer.load_model(str(checkpoints["llama"])), "one two three")

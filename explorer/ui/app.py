@@ -19,6 +19,7 @@ from explorer import native_memory
 from explorer.analysis import snapshot
 from explorer.batching import MAX_BATCH
 from explorer.loading.checkpoints import import_tokenizer_classes
+from explorer.present.tabs import TABS
 from explorer.serve.replicas import SECRET_ENV, TRUSTED_PROXY_ENV
 from explorer.ui import absent_packages, api, events, health, lesson_events, lifecycle, source, workshop_events
 from explorer.ui.blocks import ExplorerBlocks
@@ -40,7 +41,7 @@ from explorer.ui.lesson_events import LESSON_VIEWS
 from explorer.ui.page import Page
 from explorer.ui.render import SESSION_VIEWS, figure_names, model_view_names, step_views
 from explorer.ui.tab import release_closed_tab
-from explorer.ui.tabs import TABS
+from explorer.ui.tabs import code
 from explorer.ui.wiring import Wiring, on
 from explorer.ui.workshop_events import LINKS, WORKSHOP_VIEWS
 
@@ -144,8 +145,8 @@ def wire(demo: gr.Blocks, page: Page) -> None:
         control.change(on(page, events.on_sampling), [page.state, *sampling], [page.kept])
     wiring = Wiring(page, figures, quick)
     for tab in TABS:  # each tab's own events
-        if hasattr(tab.code(), "wire"):
-            tab.code().wire(wiring)
+        if hasattr(code(tab), "wire"):
+            code(tab).wire(wiring)
     wire_view_choices(wiring)
     wire_save_and_share(page, restored)
 

@@ -8,8 +8,8 @@ import numpy as np
 
 from explorer.analysis import attribution, compare
 from explorer.errors import InputError
+from explorer.present.views import MEAN, ExplorerState, head_label
 from explorer.tokens import visible
-from explorer.ui.views import MEAN, ExplorerState, head_label
 from explorer.viz.experiments import (
     aligned_tokens,
     alignment_heatmap,

@@ -16,11 +16,13 @@ from pathlib import Path
 import gradio as gr
 
 from explorer.lessons import LESSONS
+from explorer.present import model_store, views
+from explorer.present.tabs import TABS
+from explorer.present.views import MEAN
 from explorer.sampling import SEED_RANGE, TEMPERATURE_RANGE, TOP_K_RANGE, TOP_P_RANGE
-from explorer.ui import answer_cover, model_store, texts, views
+from explorer.ui import answer_cover, texts
 from explorer.ui.page import Page
-from explorer.ui.tabs import TABS
-from explorer.ui.views import MEAN
+from explorer.ui.tabs import code
 from explorer.viz import colours
 
 BROWSER_KEY = "decoder-explorer-session"
@@ -169,7 +171,7 @@ def view_tabs(page: Page) -> None:
         for tab in TABS:
             with gr.Tab(tab.title, id=tab.id, visible=not tab.translator_only, elem_id=f"tab-{tab.id}") as block:
                 page.add(**{tab.component: block})
-                tab.code().layout(page)
+                code(tab).layout(page)
 
 
 def lessons_panel() -> dict:

@@ -18,14 +18,15 @@ from explorer import lessons
 from explorer.analysis import snapshot
 from explorer.analysis.ablation import SwitchedOff
 from explorer.errors import InputError, as_sentence
-from explorer.ui import answer_cover, lifecycle, model_store
+from explorer.present import model_store
+from explorer.present.tabs import tab_named
+from explorer.present.views import MEAN, ExplorerState
+from explorer.ui import answer_cover, lifecycle
 from explorer.ui.layout import SETTINGS
 from explorer.ui.lifecycle import closed_lesson, show_session
 from explorer.ui.render import render
 from explorer.ui.shown import Updates, current_snapshot
 from explorer.ui.tab import USER_ERRORS, tab_event
-from explorer.ui.tabs import tab_named
-from explorer.ui.views import MEAN, ExplorerState
 from explorer.ui.workshop_seats import Following, in_class
 
 # What a lesson step changes besides the session on screen.

@@ -14,13 +14,14 @@ from explorer.analysis import export, snapshot
 from explorer.analysis.export_html import export_html
 from explorer.errors import as_sentence
 from explorer.loading import ModelLoadError, list_models
-from explorer.ui import model_store, texts
+from explorer.present import model_store
+from explorer.present.tabs import opening_tab, shown_tab
+from explorer.present.views import ExplorerState, checked_view
+from explorer.ui import texts
 from explorer.ui.layout import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
 from explorer.ui.render import buttons_on, model_views, render, text_label
 from explorer.ui.shown import Updates, current_snapshot
 from explorer.ui.tab import USER_ERRORS, new_session, require, saved_session_folder, tab_event, tab_state
-from explorer.ui.tabs import opening_tab, shown_tab
-from explorer.ui.views import ExplorerState, checked_view
 
 
 @tab_event

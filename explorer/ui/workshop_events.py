@@ -26,11 +26,12 @@ from explorer import lessons
 from explorer.analysis import snapshot
 from explorer.errors import InputError, as_sentence
 from explorer.lessons import LESSONS
+from explorer.present import model_store
+from explorer.present.views import ExplorerState
 from explorer.ui import (
     answer_cover,
     lesson_events,
     lifecycle,
-    model_store,
     texts,
     workshop_download,
     workshop_gate,
@@ -41,7 +42,6 @@ from explorer.ui import (
 from explorer.ui.lesson_events import LessonAt
 from explorer.ui.shown import Updates, kept_value, shown_plot
 from explorer.ui.tab import USER_ERRORS, log, require, tab_event
-from explorer.ui.views import ExplorerState
 from explorer.ui.workshop_gate import NO_SEAT, TooManyMisses, address_of
 from explorer.ui.workshop_seats import Following, Leading, kept_seat
 from explorer.viz.workshop import tally_figure

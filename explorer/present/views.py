@@ -11,11 +11,10 @@ from explorer.analysis.ablation import SwitchedOff
 from explorer.analysis.cache_modes import CacheComparison
 from explorer.analysis.domain import domain_note
 from explorer.analysis.patching import PatchingResult
+from explorer.present import model_store
+from explorer.present.tabs import DEFAULT_TAB
 from explorer.session import GenerationSession, InputError, TopToken
 from explorer.tokens import visible
-from explorer.ui import model_store
-from explorer.ui.images import png_file
-from explorer.ui.tabs import DEFAULT_TAB
 from explorer.viz import attention_heatmap, head_grid, layer_profile_heatmap, timing_chart
 from explorer.viz.colours import DEFAULT_SCALE
 from explorer.viz.heatmap import window_note
@@ -222,11 +221,6 @@ def encoder_attention_figure(state: ExplorerState):
         pick_head(attention, state.head), tokens, tokens, causal=False,
         title=f"Encoder self-attention, layer {layer}, {head_label(state.head)}",
     )  # fmt: skip
-
-
-def heads_image(state: ExplorerState) -> str:
-    """Every head of the layer in one image, as a PNG file's path (``viz.head_at`` reads a click on it)."""
-    return png_file(heads_grid_image(state))
 
 
 def heads_grid_image(state: ExplorerState):
