@@ -23,6 +23,7 @@ from explorer.present.tabs import TABS
 from explorer.serve.replicas import SECRET_ENV, TRUSTED_PROXY_ENV
 from explorer.ui import absent_packages, api, events, health, lesson_events, lifecycle, source, workshop_events
 from explorer.ui.blocks import ExplorerBlocks
+from explorer.ui.features import FEATURES, after_event_hooks
 from explorer.ui.layout import (
     CSS,
     DECODER_EXAMPLES,
@@ -41,7 +42,6 @@ from explorer.ui.lesson_events import LESSON_VIEWS
 from explorer.ui.page import Page
 from explorer.ui.render import SESSION_VIEWS, figure_names, model_view_names, step_views
 from explorer.ui.tab import release_closed_tab
-from explorer.ui.tabs import code
 from explorer.ui.wiring import Wiring, on
 from explorer.ui.workshop_events import LINKS, WORKSHOP_VIEWS
 
@@ -79,6 +79,7 @@ def build_demo() -> ExplorerBlocks:
     absent_packages.remember_absent()
     with ExplorerBlocks(title="Decoder Explorer", delete_cache=(1800, 3600)) as demo:
         page = build_page(browser_secret())
+        page.after_event = after_event_hooks()
         wire(demo, page)
         api.hide_page_events(demo)
         api.register()
@@ -144,9 +145,9 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     for control in sampling:
         control.change(on(page, events.on_sampling), [page.state, *sampling], [page.kept])
     wiring = Wiring(page, figures, quick)
-    for tab in TABS:  # each tab's own events
-        if hasattr(code(tab), "wire"):
-            code(tab).wire(wiring)
+    for feature in FEATURES:  # each feature's own events
+        if feature.wire is not None:
+            feature.wire(wiring)
     wire_view_choices(wiring)
     wire_save_and_share(page, restored)
 

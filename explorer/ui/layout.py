@@ -27,7 +27,7 @@ from explorer.viz import colours
 
 BROWSER_KEY = "decoder-explorer-session"
 LESSONS_KEY = "decoder-explorer-lessons"  # which lesson steps this browser has answered
-WORKSHOP_KEY = "decoder-explorer-workshop"  # this browser's seat in a workshop (explorer.ui.workshop_seats)
+WORKSHOP_KEY = "decoder-explorer-workshop"  # this browser's seat in a workshop (explorer.present.workshop_seats)
 MINE_KEY = "decoder-explorer-workshops-started"  # the workshops this browser started, to lead or end again
 
 TEXT_ENV = "DECODER_EXPLORER_TEXT"  # the text a page opens with (python -m explorer --text)
