@@ -11,8 +11,9 @@ from explorer.errors import InputError
 from explorer.present.tabs import TAB_IDS, TABS
 from explorer.present.views import ExplorerState
 from explorer.ui import app, render
-from explorer.ui.layout import SETTINGS, build_page
+from explorer.ui.layout import build_page
 from explorer.ui.page import Page
+from explorer.ui.render import SETTINGS
 from explorer.ui.tab import tab_event
 from explorer.ui.tabs import code
 from explorer.ui.wiring import on

@@ -26,22 +26,19 @@ from explorer.ui.blocks import ExplorerBlocks
 from explorer.ui.features import FEATURES, after_event_hooks
 from explorer.ui.layout import (
     CSS,
-    DECODER_EXAMPLES,
-    LINK_SCRIPT,
     PAGE_SCRIPT,
     PRESENTER_SCRIPT,
-    SETTINGS,
     SHOW_FEEDBACK,
     TAB_SESSION_HEAD,
     TEACHER_LINK_SCRIPT,
-    TRANSLATOR_EXAMPLES,
     build_page,
     theme,
 )
 from explorer.ui.lesson_events import LESSON_VIEWS
 from explorer.ui.page import Page
-from explorer.ui.render import SESSION_VIEWS, figure_names, model_view_names, step_views
+from explorer.ui.render import SESSION_VIEWS, SETTINGS, figure_names, model_view_names, step_views
 from explorer.ui.tab import release_closed_tab
+from explorer.ui.texts import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
 from explorer.ui.wiring import Wiring, on
 from explorer.ui.workshop_events import LINKS, WORKSHOP_VIEWS
 
@@ -144,12 +141,11 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     sampling = p("temperature", "top_k", "top_p", "seed")
     for control in sampling:
         control.change(on(page, events.on_sampling), [page.state, *sampling], [page.kept])
-    wiring = Wiring(page, figures, quick)
+    wiring = Wiring(page, figures, quick, restored)
     for feature in FEATURES:  # each feature's own events
         if feature.wire is not None:
             feature.wire(wiring)
     wire_view_choices(wiring)
-    wire_save_and_share(page, restored)
 
 
 def wire_view_choices(wiring: Wiring) -> None:
@@ -238,17 +234,6 @@ def wire_workshop(page: Page, shown: set) -> None:
         on(page, workshop_events.on_end), [state, page.workshop_mine], [*panel, page.workshop_mine, confirm]
     )
     page.workshop_leave.click(on(page, workshop_events.on_leave), [state], panel)
-
-
-def wire_save_and_share(page: Page, restored: set) -> None:
-    state = page.state
-    page.save_button.click(on(page, lifecycle.on_save), [state], [page.saved_file])
-    page.export_html_button.click(on(page, lifecycle.on_export_html), [state], [page.exported_file])
-    page.export_json_button.click(on(page, lifecycle.on_export_json), [state], [page.exported_file])
-    page.open_file.upload(on(page, lifecycle.on_open_file), [page.open_file, state], {*restored, page.open_file})
-    page.link_button.click(on(page, lifecycle.on_make_link), [state], [page.link_box]).then(
-        None, [page.link_box], [page.link_box], js=LINK_SCRIPT
-    )
 
 
 def step_concurrency() -> int:

@@ -5,6 +5,8 @@
     wire(wiring)  its own events
     figures(st)   what it draws for a tab's state (a Step redraws the open tab's)
     state         the field of ExplorerState that is its slice, if it has one
+    place         where the frame lays it out ("settings": among the settings, below the
+                  candidates); a view tab's place is its gr.Tab
     after_event(args, updates)   called after every event of the page, with the event's inputs
                   and the name-keyed updates its callback returned (the workshop publishes a
                   teacher's new view from here)
@@ -35,4 +37,5 @@ class Feature:
     wire: Callable[[Wiring], None] | None = None
     figures: Callable[[ExplorerState], Updates] | None = None
     state: str | None = None  # its slice: a field of ExplorerState
+    place: str | None = None  # where the frame lays it out
     after_event: AfterEvent | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from explorer.present.tabs import TABS, Tab
 from explorer.ui.feature import AfterEvent, Feature
+from explorer.ui.panels.save_and_share import SAVE_AND_SHARE
 from explorer.ui.panels.workshop import WORKSHOP
 from explorer.ui.tabs import code
 
@@ -16,7 +17,12 @@ def tab_feature(tab: Tab) -> Feature:
     return Feature(tab.id, layout=module.layout, wire=getattr(module, "wire", None), figures=module.figures)
 
 
-FEATURES: tuple[Feature, ...] = (*(tab_feature(tab) for tab in TABS), WORKSHOP)
+FEATURES: tuple[Feature, ...] = (*(tab_feature(tab) for tab in TABS), WORKSHOP, SAVE_AND_SHARE)
+
+
+def placed(place: str) -> tuple[Feature, ...]:
+    """The features the frame lays out at ``place``, in the registry's order."""
+    return tuple(feature for feature in FEATURES if feature.place == place)
 
 
 def after_event_hooks() -> tuple[AfterEvent, ...]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import gradio as gr
 
@@ -21,8 +20,11 @@ from explorer.present.tabs import TABS
 from explorer.present.views import MEAN
 from explorer.sampling import SEED_RANGE, TEMPERATURE_RANGE, TOP_K_RANGE, TOP_P_RANGE
 from explorer.ui import answer_cover, texts
+from explorer.ui.features import placed
 from explorer.ui.page import Page
+from explorer.ui.static_files import static
 from explorer.ui.tabs import code
+from explorer.ui.texts import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
 from explorer.viz import colours
 
 BROWSER_KEY = "decoder-explorer-session"
@@ -31,29 +33,6 @@ WORKSHOP_KEY = "decoder-explorer-workshop"  # this browser's seat in a workshop 
 MINE_KEY = "decoder-explorer-workshops-started"  # the workshops this browser started, to lead or end again
 
 TEXT_ENV = "DECODER_EXPLORER_TEXT"  # the text a page opens with (python -m explorer --text)
-
-DECODER_EXAMPLES = [
-    "The capital of France is",
-    "Once upon a time, in a small village,",
-    "def fibonacci(n):",
-    "The cat sat on the mat. The dog sat on the",
-    "What is the boiling point of water?",
-]
-TRANSLATOR_EXAMPLES = [
-    "Wednesday, March 3, 2021",
-    "twenty-one",  # German says the units first: see cross-attention, layer 2
-    "three hundred and forty-two",
-    "at 3:45pm",
-    "$12.50",
-    "1,234,567",
-    "342 kilometers",
-]
-
-STATIC = Path(__file__).parent / "static"
-
-
-def static(name: str) -> str:
-    return (STATIC / name).read_text(encoding="utf-8")
 
 
 def _rgb(hex_colour: str) -> str:
@@ -86,7 +65,6 @@ TEACHER_LINK_SCRIPT = (
 TAB_SESSION_HEAD = static("tab_session.js").replace("__KEY__", BROWSER_KEY)
 PRESENTER_SCRIPT = static("presenter.js")  # presenter mode on or off (a class on the body)
 SHOW_FEEDBACK = static("show_feedback.js")  # after Check: the lesson's feedback scrolled into sight
-LINK_SCRIPT = static("link.js")  # a link's query string made whole with the page's address
 
 
 def theme() -> gr.themes.Base:
@@ -102,7 +80,6 @@ def theme() -> gr.themes.Base:
 
 
 # The settings a new session is made from, in the order the session callbacks take them.
-SETTINGS = ("text", "chat", "use_cache", "temperature", "top_k", "top_p", "seed")
 
 
 def example_picker(examples: list[str], label: str, text: gr.Textbox) -> None:
@@ -156,7 +133,7 @@ def build_page(browser_secret: str) -> Page:
         with gr.Column(scale=2, min_width=300):
             page.add(**lessons_panel(), **session_panel())
             with gr.Column(elem_id="explorer-settings"):  # folded away on a student's page (page.css)
-                page.add(**settings(page.text))
+                page.add(**settings(page, page.text))
         with gr.Column(scale=3, min_width=300):
             page.add(**view_choice())
             view_tabs(page)
@@ -348,9 +325,9 @@ def model_choice() -> dict:
     }
 
 
-def settings(text: gr.Textbox) -> dict:
-    """Below the candidates: the examples, the generation settings, save and share, the display,
-    another model (where the operator allows it) and the model's description."""
+def settings(page: Page, text: gr.Textbox) -> dict:
+    """Below the candidates: the examples, the generation settings, the panels placed there (each
+    an accordion), the display, another model (where the operator allows it) and the model's description."""
     made = {}
     with gr.Column(visible=True) as made["decoder_examples"]:
         example_picker(DECODER_EXAMPLES, "Examples", text)
@@ -363,8 +340,8 @@ def settings(text: gr.Textbox) -> dict:
         made["top_k"] = gr.Slider(*TOP_K_RANGE, value=0, step=1, label="Top-k (0 = off)")
         made["top_p"] = gr.Slider(*TOP_P_RANGE, value=1, step=0.05, label="Top-p")
         made["seed"] = gr.Number(value=0, precision=0, minimum=SEED_RANGE[0], maximum=SEED_RANGE[1], label="Seed")
-    with gr.Accordion("Save and share", open=False, elem_id="share"):
-        made |= save_and_share()
+    for feature in placed("settings"):  # the panels among the settings, each its own accordion
+        feature.layout(page)
     with gr.Accordion("Display", open=False, elem_id="display"):
         made |= display()
     made["custom_model"] = gr.Textbox(
@@ -399,23 +376,6 @@ def display() -> dict:
         "colour_scale": gr.Radio(
             colours.CHOICES, value=colours.DEFAULT_SCALE, label="Attention colours", elem_id="colour-scale"
         ),
-    }
-
-
-def save_and_share() -> dict:
-    gr.Markdown(texts.SAVE_AND_SHARE, elem_classes="explain")
-    return {
-        "image_format": gr.Radio(["png", "svg"], value="png", label="Figures download as", elem_id="image-format"),
-        "save_button": gr.Button("Save session", elem_id="save-session"),
-        "saved_file": gr.File(label="Saved session", interactive=False, elem_id="saved-file"),
-        "open_file": gr.File(
-            label="Open a saved session", file_types=[".npz"], type="filepath", elem_id="open-session"
-        ),
-        "link_button": gr.Button("Make a link to this step", elem_id="make-link"),
-        "link_box": gr.Textbox(label="Link", interactive=False, buttons=["copy"], elem_id="share-link"),
-        "export_html_button": gr.Button("Export as a web page", elem_id="export-html"),
-        "export_json_button": gr.Button("Export as JSON", elem_id="export-json"),
-        "exported_file": gr.File(label="Exported session", interactive=False, elem_id="exported-file"),
     }
 
 

@@ -23,9 +23,8 @@ from explorer.present.tabs import tab_named
 from explorer.present.views import MEAN, ExplorerState
 from explorer.present.workshop_seats import Following, in_class
 from explorer.ui import answer_cover, lifecycle
-from explorer.ui.layout import SETTINGS
 from explorer.ui.lifecycle import closed_lesson, show_session
-from explorer.ui.render import render
+from explorer.ui.render import SETTINGS, render
 from explorer.ui.shown import Updates, current_snapshot
 from explorer.ui.tab import USER_ERRORS, tab_event
 

@@ -20,6 +20,8 @@ from explorer.ui.tabs import code
 SESSION_BUTTONS = ("step_button", "generate_button", "undo_button", "reset_button")
 # What only a new session changes besides the step views.
 SESSION_VIEWS = ("layer", "head", "source", "source_note", "prompt_note")
+# The settings every event that starts a session reads, in this order (the page's inputs).
+SETTINGS = ("text", "chat", "use_cache", "temperature", "top_k", "top_p", "seed")
 
 
 @functools.cache

@@ -8,7 +8,7 @@ import inspect
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from explorer.ui import events
 from explorer.ui.page import Page
@@ -69,6 +69,7 @@ class Wiring:
     page: Page
     figures: list  # the components of every tab's figures (what opening another tab redraws)
     quick: dict  # show_progress on the status line only: a spinner over every figure would flash
+    restored: set = field(default_factory=set)  # what a restored session changes (every view and setting)
 
     def on(self, callback: Callable) -> Callable:
         return on(self.page, callback)
