@@ -123,12 +123,7 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     generate = page.generate_button.click(
         on(page, events.on_generate), [page.state, page.max_new, *settings], stepped, **quick, **steps
     )
-    # A model switch ends a running Generate: not by Gradio's cancel, which could drop the
-    # Generate's last word and leave a step of the old session, sent just before, on the page;
-    # the Generate sees its session replaced at its next step and sends the new one's views.
     switched = {*everything, page.tabs, *p(*lifecycle.CLOSED_LESSON)}  # another model closes a lesson
-    page.model.select(on(page, lifecycle.on_model_change), [page.model, page.state, *settings], switched)
-    page.custom_model.submit(on(page, lifecycle.on_custom_model), [page.custom_model, page.state, *settings], switched)
     page.stop_button.click(on(page, events.on_stop), [page.state], step_outputs, queue=False, cancels=[generate])
     page.undo_button.click(on(page, events.on_undo), [page.state], step_outputs, trigger_mode="multiple", **quick)
     page.reset_button.click(on(page, events.on_reset), [page.state, *settings], everything)
@@ -141,7 +136,7 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     sampling = p("temperature", "top_k", "top_p", "seed")
     for control in sampling:
         control.change(on(page, events.on_sampling), [page.state, *sampling], [page.kept])
-    wiring = Wiring(page, figures, quick, restored)
+    wiring = Wiring(page, figures, quick, restored, settings, switched)
     for feature in FEATURES:  # each feature's own events
         if feature.wire is not None:
             feature.wire(wiring)

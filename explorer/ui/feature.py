@@ -1,12 +1,13 @@
 """One feature of the page, a view tab or a panel, as one record of one contract.
 
     name          what the registry (explorer.ui.features) and the tests call it
-    layout(page)  its components, added to the page by name
+    layout(page, place)   its components at one of its places, added to the page by name
     wire(wiring)  its own events
     figures(st)   what it draws for a tab's state (a Step redraws the open tab's)
     state         the field of ExplorerState that is its slice, if it has one
-    place         where the frame lays it out ("settings": among the settings, below the
-                  candidates); a view tab's place is its gr.Tab
+    places        where the frame lays it out: "top" (the top row's first column), "settings"
+                  (an accordion among the settings), "settings-end" (after the settings); a
+                  view tab's place is its own gr.Tab (the frame lays out the tab registry)
     after_event(args, updates)   called after every event of the page, with the event's inputs
                   and the name-keyed updates its callback returned (the workshop publishes a
                   teacher's new view from here)
@@ -33,9 +34,9 @@ AfterEvent = Callable[[tuple, object], None]
 @dataclass(frozen=True)
 class Feature:
     name: str
-    layout: Callable[[Page], None] | None = None
+    layout: Callable[[Page, str], None] | None = None
     wire: Callable[[Wiring], None] | None = None
     figures: Callable[[ExplorerState], Updates] | None = None
     state: str | None = None  # its slice: a field of ExplorerState
-    place: str | None = None  # where the frame lays it out
+    places: tuple[str, ...] = ()  # where the frame lays it out
     after_event: AfterEvent | None = None

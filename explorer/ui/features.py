@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from explorer.present.tabs import TABS, Tab
 from explorer.ui.feature import AfterEvent, Feature
+from explorer.ui.panels.model_choice import MODEL_CHOICE
 from explorer.ui.panels.save_and_share import SAVE_AND_SHARE
 from explorer.ui.panels.workshop import WORKSHOP
 from explorer.ui.tabs import code
@@ -14,15 +15,15 @@ from explorer.ui.tabs import code
 def tab_feature(tab: Tab) -> Feature:
     """A view tab's module as a feature (its ``wire`` is optional)."""
     module = code(tab)
-    return Feature(tab.id, layout=module.layout, wire=getattr(module, "wire", None), figures=module.figures)
+    return Feature(tab.id, wire=getattr(module, "wire", None), figures=module.figures)
 
 
-FEATURES: tuple[Feature, ...] = (*(tab_feature(tab) for tab in TABS), WORKSHOP, SAVE_AND_SHARE)
+FEATURES: tuple[Feature, ...] = (*(tab_feature(tab) for tab in TABS), WORKSHOP, MODEL_CHOICE, SAVE_AND_SHARE)
 
 
 def placed(place: str) -> tuple[Feature, ...]:
     """The features the frame lays out at ``place``, in the registry's order."""
-    return tuple(feature for feature in FEATURES if feature.place == place)
+    return tuple(feature for feature in FEATURES if place in feature.places)
 
 
 def after_event_hooks() -> tuple[AfterEvent, ...]:

@@ -15,7 +15,7 @@ import os
 import gradio as gr
 
 from explorer.lessons import LESSONS
-from explorer.present import model_store, views
+from explorer.present import views
 from explorer.present.tabs import TABS
 from explorer.present.views import MEAN
 from explorer.sampling import SEED_RANGE, TEMPERATURE_RANGE, TOP_K_RANGE, TOP_P_RANGE
@@ -116,7 +116,7 @@ def build_page(browser_secret: str) -> Page:
     gr.Markdown(texts.INTRO, elem_id="intro")
     with gr.Row(equal_height=False, elem_id="top-row"):
         with gr.Column(scale=3, min_width=240):  # room for the longest model name and its kind
-            page.add(**model_choice())
+            lay_out(page, "top")
         with gr.Column(scale=3, min_width=300):
             page.add(
                 # At most 5 lines tall, scrolling inside: a long text must not push the views down.
@@ -314,15 +314,10 @@ def workshop_machinery() -> dict:
     }
 
 
-def model_choice() -> dict:
-    return {
-        "model": gr.Dropdown(
-            choices=model_store.dropdown_choices(),
-            value=model_store.default_model_name(),
-            label="Model",
-            elem_id="model",
-        )
-    }
+def lay_out(page: Page, place: str) -> None:
+    """The features placed at ``place`` (explorer.ui.features), in the registry's order."""
+    for feature in placed(place):
+        feature.layout(page, place)
 
 
 def settings(page: Page, text: gr.Textbox) -> dict:
@@ -340,14 +335,10 @@ def settings(page: Page, text: gr.Textbox) -> dict:
         made["top_k"] = gr.Slider(*TOP_K_RANGE, value=0, step=1, label="Top-k (0 = off)")
         made["top_p"] = gr.Slider(*TOP_P_RANGE, value=1, step=0.05, label="Top-p")
         made["seed"] = gr.Number(value=0, precision=0, minimum=SEED_RANGE[0], maximum=SEED_RANGE[1], label="Seed")
-    for feature in placed("settings"):  # the panels among the settings, each its own accordion
-        feature.layout(page)
+    lay_out(page, "settings")  # the panels among the settings, each its own accordion
     with gr.Accordion("Display", open=False, elem_id="display"):
         made |= display()
-    made["custom_model"] = gr.Textbox(
-        label="Another model (local folder or Hub id)", visible=model_store.custom_models_allowed(),
-        elem_id="custom-model", placeholder="owner/name or a folder the operator allows",
-    )  # fmt: skip
+    lay_out(page, "settings-end")
     made["model_info"] = gr.Markdown(elem_classes="explain", elem_id="model-info")
     return made
 

@@ -70,6 +70,8 @@ class Wiring:
     figures: list  # the components of every tab's figures (what opening another tab redraws)
     quick: dict  # show_progress on the status line only: a spinner over every figure would flash
     restored: set = field(default_factory=set)  # what a restored session changes (every view and setting)
+    settings: list = field(default_factory=list)  # the settings a new session reads (render.SETTINGS)
+    new_model: set = field(default_factory=set)  # what another model changes
 
     def on(self, callback: Callable) -> Callable:
         return on(self.page, callback)

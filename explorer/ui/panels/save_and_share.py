@@ -21,7 +21,7 @@ from explorer.ui.wiring import Wiring
 LINK_SCRIPT = static("link.js")  # a link's query string made whole with the page's address
 
 
-def layout(page: Page) -> None:
+def layout(page: Page, place: str) -> None:
     with gr.Accordion("Save and share", open=False, elem_id="share"):
         gr.Markdown(texts.SAVE_AND_SHARE, elem_classes="explain")
         page.add(
@@ -78,4 +78,4 @@ def on_make_link(st) -> Updates:
     return {"link_box": snapshot.query_string(current_snapshot(require(st)))}
 
 
-SAVE_AND_SHARE = Feature("save and share", layout=layout, wire=wire, place="settings")
+SAVE_AND_SHARE = Feature("save and share", layout=layout, wire=wire, places=("settings",))
