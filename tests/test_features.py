@@ -78,3 +78,13 @@ def test_the_generic_wiring_calls_every_features_hook_after_an_event():
     from explorer.ui.panels.workshop import after_event
 
     assert after_event in after_event_hooks()
+
+
+def test_a_features_style_is_its_own_file_and_reaches_the_page():
+    from explorer.ui.layout import CSS
+    from explorer.ui.static_files import static
+
+    styles = [name for feature in FEATURES for name in feature.styles]
+    assert "model_choice.css" in styles
+    assert all(static(name) in CSS for name in styles)
+    assert "#model input" not in static("page.css")  # the model choice's rule lives in its own file

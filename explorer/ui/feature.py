@@ -8,6 +8,7 @@
     places        where the frame lays it out: "top" (the top row's first column), "settings"
                   (an accordion among the settings), "settings-end" (after the settings); a
                   view tab's place is its own gr.Tab (the frame lays out the tab registry)
+    styles        its own style files in explorer/ui/static/, added to the page's
     after_event(args, updates)   called after every event of the page, with the event's inputs
                   and the name-keyed updates its callback returned (the workshop publishes a
                   teacher's new view from here)
@@ -39,4 +40,5 @@ class Feature:
     figures: Callable[[ExplorerState], Updates] | None = None
     state: str | None = None  # its slice: a field of ExplorerState
     places: tuple[str, ...] = ()  # where the frame lays it out
+    styles: tuple[str, ...] = ()  # file names in explorer/ui/static/
     after_event: AfterEvent | None = None

@@ -20,7 +20,7 @@ from explorer.present.tabs import TABS
 from explorer.present.views import MEAN
 from explorer.sampling import SEED_RANGE, TEMPERATURE_RANGE, TOP_K_RANGE, TOP_P_RANGE
 from explorer.ui import answer_cover, texts
-from explorer.ui.features import placed
+from explorer.ui.features import FEATURES, placed
 from explorer.ui.page import Page
 from explorer.ui.static_files import static
 from explorer.ui.tabs import code
@@ -46,7 +46,7 @@ BUTTON_NAMES = {
     "all-heads": "Every head of this layer: click one to open it",
     "head-roles": "Every head of the model by role: click one to open it",
 }
-CSS = static("page.css")
+CSS = static("page.css") + "".join(static(name) for feature in FEATURES for name in feature.styles)
 # What the page runs once it has loaded (gr.Blocks.launch's js): the strip following the newest
 # token, the keyboard shortcuts, names for a screen reader.
 TEACHER_LINK = static("teacher_link.js")  # a teacher link's secret taken out of the address (returned)

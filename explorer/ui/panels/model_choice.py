@@ -39,4 +39,6 @@ def wire(wiring: Wiring) -> None:
     page.custom_model.submit(on(lifecycle.on_custom_model), [page.custom_model, page.state, *settings], switched)
 
 
-MODEL_CHOICE = Feature("model choice", layout=layout, wire=wire, places=("top", "settings-end"))
+MODEL_CHOICE = Feature(
+    "model choice", layout=layout, wire=wire, places=("top", "settings-end"), styles=("model_choice.css",)
+)
