@@ -717,16 +717,17 @@ def test_a_follower_in_the_teachers_process_shares_the_teachers_session_without_
     """Issue 41: a student catching up takes a fork of the teacher's published session (its
     blocks shared, no pass of its own); stepping on their own leaves the teacher's as it was."""
     from explorer.analysis import snapshot
+    from explorer.present.workshop_seats import Following, Leading
     from explorer.session import GenerationSession
     from explorer.ui import workshop_events
+    from explorer.ui.panels.workshop import after_event
     from explorer.ui.shown import kept_value
-    from explorer.ui.workshop_seats import Following, Leading
 
     started = page_store.start(1)
     teacher = tab_with_session(checkpoints, Leading(started.code, started.secret, 1))
     for _ in range(3):
         teacher.session.step()
-    workshop_events.after_event((teacher,), {"kept": kept_value(teacher)})
+    after_event((teacher,), {"kept": kept_value(teacher)})
     students = [tab_with_session(checkpoints, Following(page_store.join(started.code, "", n))) for n in "abc"]
     snap = snapshot.snapshot_of("tiny-llama", teacher.session)
     passes = []
