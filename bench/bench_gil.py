@@ -35,8 +35,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from explorer.batching import step_together
+from explorer.present import model_store
 from explorer.session import GenerationSession
-from explorer.ui import model_store
 from tests.browser.load import DECODER
 
 TEXT = "The history of the printing press begins in the fifteenth century when Johannes Gutenberg"

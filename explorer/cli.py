@@ -16,8 +16,8 @@ from pathlib import Path
 
 from explorer import native_memory
 from explorer.loading import cache_root, list_models
+from explorer.present.model_store import MODEL_DIRS_ENV, MODEL_ENV, default_model_name
 from explorer.ui.layout import TEXT_ENV
-from explorer.ui.model_store import MODEL_DIRS_ENV, MODEL_ENV, default_model_name
 
 
 def program_name() -> str:
@@ -88,3 +88,12 @@ def main(argv: list[str] | None = None) -> None:
     from explorer.ui.app import launch  # after the options are set: the page reads them as it is built
 
     launch(server_name=args.host, server_port=args.port, share=args.share)
+
+
+def start_inline(args: argparse.Namespace, height: int, port: int | None):
+    """The page served in the background from this process and shown in a notebook's cell
+    (``explorer.notebook.open_app``); ``.close()`` on what it returns stops it."""
+    apply(args)
+    from explorer.ui.app import start  # after the options are set: the page reads them as it is built
+
+    return start(inline=True, height=height, server_port=port, quiet=True)

@@ -26,9 +26,9 @@ from explorer.analysis.cache_modes import compare_cache_modes
 from explorer.analysis.cost import kv_cache_bytes, step_flops
 from explorer.analysis.lens import logit_lens
 from explorer.errors import InputError
+from explorer.present.tabs import DEFAULT_TAB
 from explorer.session import GenerationSession
 from explorer.tokens import visible
-from explorer.ui.tabs import DEFAULT_TAB
 
 DECODER = "smollm2-135m-instruct"
 TRANSLATOR = "en-de-numbers"

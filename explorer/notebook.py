@@ -11,7 +11,7 @@ the files people share, and the whole app in a cell.
     notebook.table(session, "top-k")                           # a pandas DataFrame
     notebook.save_html(session, "capital.html")                # interactive, self-contained
 
-The figures are built by the same functions as the app's (explorer/ui/views.py and insights.py),
+The figures are built by the same functions as the app's (explorer/present/views.py and insights.py),
 so a notebook shows exactly what the page shows. Nothing here needs Gradio but ``open_app``.
 """
 
@@ -28,9 +28,9 @@ from explorer.analysis import export
 from explorer.analysis.cache_lab import run_policy
 from explorer.analysis.export_html import export_html
 from explorer.errors import InputError
+from explorer.present import insights, views
+from explorer.present.views import MEAN, ExplorerState, checked_query, checked_view
 from explorer.session import GenerationSession
-from explorer.ui import insights, views
-from explorer.ui.views import MEAN, ExplorerState, checked_query, checked_view
 from explorer.viz import cache_lab as lab_figures
 
 __all__ = ["TABLES", "VIEWS", "open_app", "records", "save_html", "save_json", "show", "table"]
@@ -136,10 +136,8 @@ def save_json(session: GenerationSession, path: str | Path, max_cells: int = exp
 def open_app(model: str | None = None, text: str | None = None, *, height: int = 900, port: int | None = None):
     """The whole explorer inside the notebook cell (served from this kernel); ``.close()`` on what
     it returns stops it. ``model`` and ``text`` are what the page opens with."""
-    from explorer import cli
-    from explorer.ui.app import start
+    from explorer import cli  # the command that starts the page (and imports Gradio)
 
     if model and (problem := cli.unknown_model(model)):
         raise InputError(problem)
-    cli.apply(Namespace(model=model, text=text, allow_dir=[]))
-    return start(inline=True, height=height, server_port=port, quiet=True)
+    return cli.start_inline(Namespace(model=model, text=text, allow_dir=[]), height=height, port=port)

@@ -10,8 +10,8 @@ import torch
 import explorer
 from explorer.analysis import ablation
 from explorer.analysis.ablation import AblationResult, SwitchedOff
+from explorer.present.views import ExplorerState
 from explorer.session import InputError
-from explorer.ui.views import ExplorerState
 from explorer.viz import head_grid, role_grid, thumbnails
 from explorer.viz.roles import GAP, LEFT, SQUARE, TOP
 from explorer.viz.thumbnails import CELL, LABEL, OFF_RGB

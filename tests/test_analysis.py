@@ -290,8 +290,8 @@ def test_link_round_trip_and_refusals():
 def test_t5s_relative_position_bias_chart_is_the_models_table(models):
     """Each line is the learned bias of one head at each distance: equal to the bias the model
     adds to the scores (bucketed, flat past the maximum distance)."""
-    from explorer.ui import insights
-    from explorer.ui.views import ExplorerState
+    from explorer.present import insights
+    from explorer.present.views import ExplorerState
 
     loaded = models["t5"]
     session = stepped(loaded, "twenty-one", steps=2)

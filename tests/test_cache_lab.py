@@ -9,8 +9,8 @@ import pytest
 import explorer
 from explorer import cache_policies as cp
 from explorer.analysis.cache_lab import EVICTED, HELD, QUANTIZED, SINK, kl_divergence, run_policy
+from explorer.present.views import ExplorerState
 from explorer.ui.tabs import kv_cache
-from explorer.ui.views import ExplorerState
 from explorer.viz import cache_lab as lab_figures
 
 TEXT = "The first token of a text is where many heads rest their attention when nothing else fits."

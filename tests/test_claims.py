@@ -90,7 +90,7 @@ def test_the_kept_session_is_encrypted_with_the_browser_secret(monkeypatch, secr
 
 def test_the_status_line_counts_down_the_last_64_positions(checkpoints):
     """docs/using.md: the status line counts down the last 64 positions before the session's cap."""
-    from explorer.ui.views import ExplorerState, status_line
+    from explorer.present.views import ExplorerState, status_line
 
     loaded = explorer.load_model(str(checkpoints["gpt2"]), progress=False)
     prompt = len(explorer.GenerationSession(loaded, "The quick brown fox").token_ids)

@@ -13,7 +13,7 @@ import gradio as gr
 import pytest
 
 from explorer import cli
-from explorer.ui import model_store
+from explorer.present import model_store
 from explorer.ui.layout import TEXT_ENV, build_page
 
 ROOT = Path(__file__).resolve().parents[1]

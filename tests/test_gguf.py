@@ -98,7 +98,7 @@ def test_gguf_files_the_explorer_cannot_read_say_why(tmp_path):
 
 
 def test_a_gguf_file_is_offered_only_inside_the_allowed_folders(tmp_path, monkeypatch, gguf_file):
-    from explorer.ui import model_store
+    from explorer.present import model_store
 
     monkeypatch.setenv(model_store.MODEL_DIRS_ENV, str(gguf_file.parent))
     assert model_store.resolve_custom(gguf_file.name) == str(gguf_file)

@@ -24,7 +24,7 @@ import explorer
 from explorer import sampling
 from explorer.analysis import session_file, snapshot
 from explorer.errors import InputError, as_sentence
-from explorer.ui.tabs import TAB_IDS
+from explorer.present.tabs import TAB_IDS
 from tests.test_analysis import stepped
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -263,8 +263,8 @@ print(errors)
 # ---------------------------------------------------------------- words that say something false (issue 26)
 def test_switch_heads_off_names_a_forced_token_as_the_users_choice(checkpoints):
     from explorer.analysis import ablation
-    from explorer.ui import insights
-    from explorer.ui.views import ExplorerState
+    from explorer.present import insights
+    from explorer.present.views import ExplorerState
 
     session = explorer.GenerationSession(explorer.load_model(str(checkpoints["gpt2"])), "the cat sat")
     session.force(session.top_candidates()[4].token_id)  # far from the greedy choice
@@ -285,8 +285,8 @@ def test_the_architecture_text_names_no_chart_the_tab_may_not_show():
 
 def test_the_cache_on_line_breaks_where_the_cache_was_off(checkpoints):
     """Steps taken with the cache off are gaps in the cache-on line, not a line drawn across them."""
-    from explorer.ui import views
-    from explorer.ui.views import ExplorerState
+    from explorer.present import views
+    from explorer.present.views import ExplorerState
 
     session = explorer.GenerationSession(explorer.load_model(str(checkpoints["gpt2"])), "the cat sat")
     for use_cache in (True, True, False, False, True):

@@ -18,9 +18,9 @@ import gradio as gr
 import pytest
 
 from explorer import lessons
+from explorer.present.workshop_seats import Leading
 from explorer.ui import answer_cover, lesson_events, workshop_events, workshop_round
 from explorer.ui.shown import current_snapshot
-from explorer.ui.workshop_seats import Leading
 from explorer.viz.workshop import tally_figure
 from explorer.workshop import Workshops, connect
 from explorer.workshop.questions import lesson_question, lesson_title, next_token_question

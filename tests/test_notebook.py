@@ -30,7 +30,7 @@ def translated(checkpoints):
 
 def app_views():
     """What the page draws for each view, listed here apart from notebook.VIEWS (issue 28)."""
-    from explorer.ui import insights, views
+    from explorer.present import insights, views
     from explorer.viz import head_grid
 
     return {
@@ -44,7 +44,7 @@ def app_views():
 @pytest.mark.parametrize("view", [name for name in notebook.VIEWS if name != "kv-lab"])
 def test_every_view_is_what_the_page_draws(translated, view):
     """The notebook's figure (or image) equals the app's own view of the same session and choice."""
-    from explorer.ui.views import ExplorerState
+    from explorer.present.views import ExplorerState
 
     assert set(notebook.VIEWS) == {*app_views(), "kv-lab"}  # kv-lab: its own test below
     shown = notebook.show(translated, view, layer=1, head=2)
@@ -163,7 +163,7 @@ def test_the_whole_app_opens_from_a_notebook(monkeypatch):
     """open_app serves the page from this process and returns; close() stops it."""
     import urllib.request
 
-    from explorer.ui import model_store
+    from explorer.present import model_store
     from explorer.ui.layout import TEXT_ENV
     from tests.browser.conftest import free_port
 

@@ -8,12 +8,14 @@ import pytest
 from explorer import lessons
 from explorer.analysis import snapshot
 from explorer.errors import InputError
+from explorer.present.tabs import TAB_IDS, TABS
+from explorer.present.views import ExplorerState
 from explorer.ui import app, render
-from explorer.ui.layout import SETTINGS, build_page
+from explorer.ui.layout import build_page
 from explorer.ui.page import Page
+from explorer.ui.render import SETTINGS
 from explorer.ui.tab import tab_event
-from explorer.ui.tabs import TAB_IDS, TABS
-from explorer.ui.views import ExplorerState
+from explorer.ui.tabs import code
 from explorer.ui.wiring import on
 
 
@@ -38,7 +40,7 @@ def test_the_tabs_are_listed_once_and_everything_derives_from_the_list(page):
     assert [(block.id, block.label) for block in shown] == [(tab.id, tab.title) for tab in TABS]
     assert len(set(TAB_IDS)) == len(TABS) and len({tab.title for tab in TABS}) == len(TABS)
     for tab in TABS:
-        assert set(tab.code().FIGURES) <= set(page.names()), tab.id
+        assert set(code(tab).FIGURES) <= set(page.names()), tab.id
     assert {step.setup.tab for lesson in lessons.LESSONS for step in lesson.steps} <= set(TAB_IDS)
     assert snapshot.from_query({"model": "m", "text": "a", "tab": "nonsense"}).tab == TABS[0].id
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 import explorer
+from explorer.present import model_store, views
+from explorer.present.views import MEAN, ExplorerState, checked_query, checked_view
 from explorer.session import InputError
-from explorer.ui import model_store, views
-from explorer.ui.views import MEAN, ExplorerState, checked_query, checked_view
 
 
 @pytest.fixture(scope="module")
@@ -75,15 +75,16 @@ def test_the_all_heads_image_is_a_png_in_gradios_cache_with_the_grids_pixels(ses
     import numpy as np
     from PIL import Image
 
+    from explorer.ui.images import heads_image
     from explorer.viz import head_grid
 
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path))
     state = ExplorerState(session=session, model_name="gpt2", layer=1)
-    path = views.heads_image(state)
+    path = heads_image(state)
     assert path.startswith(str(tmp_path)) and path.endswith(".png")
     expected = head_grid(session.self_attention(1), causal=True)
     assert np.array_equal(np.asarray(Image.open(path).convert("RGB")), np.asarray(expected.convert("RGB")))
-    assert views.heads_image(state) == path  # the same image: the same file
+    assert heads_image(state) == path  # the same image: the same file
     assert [p.name for p in (tmp_path).rglob("*") if p.is_file()] == ["image.png"]  # no partial file left
 
 
@@ -93,8 +94,8 @@ def test_a_replaced_session_is_freed_at_once_after_every_tab_was_shown(checkpoin
     import gc
     import weakref
 
+    from explorer.present.tabs import TAB_IDS
     from explorer.ui.render import render
-    from explorer.ui.tabs import TAB_IDS
 
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path))
     loaded = explorer.load_model(str(checkpoints["marian"]), progress=False)

@@ -345,7 +345,7 @@ def page_store(ws, monkeypatch):
 
 
 def tab_with_session(checkpoints, seat=None):
-    from explorer.ui.views import ExplorerState
+    from explorer.present.views import ExplorerState
 
     st = ExplorerState("tiny-llama")
     st.session = explorer.GenerationSession(explorer.load_model(str(checkpoints["llama"])), "one two three")
@@ -354,8 +354,8 @@ def tab_with_session(checkpoints, seat=None):
 
 
 def test_a_students_tab_cannot_act_as_the_teacher(page_store, checkpoints):
+    from explorer.present.workshop_seats import Following
     from explorer.ui import workshop_events
-    from explorer.ui.workshop_seats import Following
 
     started = page_store.start(1)
     seat = page_store.join(started.code, "", "a")
@@ -371,25 +371,26 @@ def test_a_students_tab_cannot_act_as_the_teacher(page_store, checkpoints):
 
 
 def test_the_teachers_tab_publishes_its_view_and_a_student_who_moves_away_stops_following(page_store, checkpoints):
+    from explorer.present.workshop_seats import Following, Leading
     from explorer.ui import workshop_events
+    from explorer.ui.panels.workshop import after_event
     from explorer.ui.shown import kept_value
-    from explorer.ui.workshop_seats import Following, Leading
 
     started = page_store.start(1)
     teacher = tab_with_session(checkpoints, Leading(started.code, started.secret, 1))
     teacher.session.step()
-    workshop_events.after_event((teacher,), {"kept": kept_value(teacher)})
+    after_event((teacher,), {"kept": kept_value(teacher)})
     version, view = page_store.led_view(started.code)
     assert version == 1 and view["session"]["generated"] == teacher.session.generated_ids
-    workshop_events.after_event((teacher,), {"kept": kept_value(teacher)})  # the same view: not written again
+    after_event((teacher,), {"kept": kept_value(teacher)})  # the same view: not written again
     assert page_store.led_view(started.code)[0] == 1
 
     student = tab_with_session(checkpoints, Following(page_store.join(started.code, "", "a")))
     student.workshop.applied = workshop_events.as_json(kept_value(student))
-    workshop_events.after_event((student,), {"kept": kept_value(student)})
+    after_event((student,), {"kept": kept_value(student)})
     assert student.workshop.following  # its view is still the one it took
     student.session.step()
-    workshop_events.after_event((student,), {"kept": kept_value(student)})
+    after_event((student,), {"kept": kept_value(student)})
     assert not student.workshop.following and page_store.led_view(started.code)[0] == 1  # and it led nothing
 
 
@@ -425,8 +426,8 @@ def test_names_and_guesses_are_shown_as_text():
 def test_a_reload_keeps_a_student_exploring_on_their_own(page_store, checkpoints, kept_following, follows):
     """The kept seat says whether the student followed; only a literal False (it is untrusted
     input) leaves them on their own, with the session their browser restored."""
+    from explorer.present.workshop_seats import Following, kept_seat
     from explorer.ui import workshop_events
-    from explorer.ui.workshop_seats import Following, kept_seat
 
     started = page_store.start(1)
     seat = page_store.join(started.code, "", "a")
@@ -716,16 +717,17 @@ def test_a_follower_in_the_teachers_process_shares_the_teachers_session_without_
     """Issue 41: a student catching up takes a fork of the teacher's published session (its
     blocks shared, no pass of its own); stepping on their own leaves the teacher's as it was."""
     from explorer.analysis import snapshot
+    from explorer.present.workshop_seats import Following, Leading
     from explorer.session import GenerationSession
     from explorer.ui import workshop_events
+    from explorer.ui.panels.workshop import after_event
     from explorer.ui.shown import kept_value
-    from explorer.ui.workshop_seats import Following, Leading
 
     started = page_store.start(1)
     teacher = tab_with_session(checkpoints, Leading(started.code, started.secret, 1))
     for _ in range(3):
         teacher.session.step()
-    workshop_events.after_event((teacher,), {"kept": kept_value(teacher)})
+    after_event((teacher,), {"kept": kept_value(teacher)})
     students = [tab_with_session(checkpoints, Following(page_store.join(started.code, "", n))) for n in "abc"]
     snap = snapshot.snapshot_of("tiny-llama", teacher.session)
     passes = []

@@ -25,7 +25,7 @@ def page_store(tmp_path, monkeypatch):
 
 
 def tab_with_session(checkpoints, seat=None):
-    from explorer.ui.views import ExplorerState
+    from explorer.present.views import ExplorerState
 
     st = ExplorerState("tiny-llama")
     st.session = explorer.GenerationSession(explorer.load_model(str(checkpoints["llama"])), "one two three")
@@ -59,8 +59,8 @@ def test_a_students_result_names_the_models_probabilities_not_a_chart_they_do_no
 
 
 def test_a_students_panel_puts_the_lessons_check_away_and_makes_a_students_page(page_store, checkpoints):
+    from explorer.present.workshop_seats import Following
     from explorer.ui import workshop_events
-    from explorer.ui.workshop_seats import Following
 
     started = page_store.start(1)
     st = tab_with_session(checkpoints, Following(page_store.join(started.code, "", "a")))
@@ -78,16 +78,17 @@ def test_a_students_panel_puts_the_lessons_check_away_and_makes_a_students_page(
 def test_a_student_who_steps_on_their_own_is_told_at_once(page_store, checkpoints):
     """After a student's own Step (``after_event`` stops their following), the page presses the
     hidden button of ``on_own_move``: the panel says so without waiting for the teacher's next move."""
+    from explorer.present.workshop_seats import Following
     from explorer.ui import workshop_events
+    from explorer.ui.panels.workshop import after_event
     from explorer.ui.shown import kept_value
-    from explorer.ui.workshop_seats import Following
 
     started = page_store.start(1)
     st = tab_with_session(checkpoints, Following(page_store.join(started.code, "Ada", "a")))
     st.workshop.applied = workshop_events.as_json(kept_value(st))
     assert workshop_events.on_own_move(st) == {"__type__": "update"}  # still following: nothing to say
     st.session.step()
-    workshop_events.after_event((st,), {"kept": kept_value(st)})
+    after_event((st,), {"kept": kept_value(st)})
     said = workshop_events.on_own_move(st)
     assert "exploring on your own" in said["workshop_info"] and said["workshop_follow"] is False
     assert said["workshop_seat"]["following"] is False and said["workshop_focus"] is False

@@ -139,6 +139,18 @@ def _inputs(session: GenerationSession, position: int) -> dict[str, torch.Tensor
 
 
 @dataclass
+class Explained:
+    """What the tab shows: one method's scores (None for rollout alone) and the attention beside them."""
+
+    method: str
+    result: Attribution | None
+    position: int
+    token: str
+    rollout: np.ndarray | None  # (position + 1,) a decoder's attention rollout
+    cross_rows: np.ndarray | None  # (layers, S) a translator's cross-attention at the step
+
+
+@dataclass
 class PathPass:
     """One batched pass at points α of the path b + α (x − b): f (m,) and, per stack, the gradient
     dotted with the input x and with the baseline b, per position (m, T)."""

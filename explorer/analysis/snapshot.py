@@ -25,8 +25,8 @@ from explorer import cache_policies, sampling
 from explorer.analysis import session_file
 from explorer.analysis.session_file import SavedArrays
 from explorer.loading import LoadedModel
+from explorer.present.tabs import DEFAULT_TAB, TAB_IDS  # plain data: the page's tabs, listed once
 from explorer.session import MAX_SESSION_POSITIONS, MAX_TEXT_CHARS, GenerationSession, InputError
-from explorer.ui.tabs import DEFAULT_TAB, TAB_IDS  # plain data: the page's tabs, listed once
 
 FORMAT = "decoder-explorer-session"
 VERSION = 1

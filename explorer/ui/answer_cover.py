@@ -22,8 +22,8 @@ import json
 
 from explorer import lessons
 from explorer.errors import InputError
+from explorer.present.workshop_seats import Following, Leading
 from explorer.ui import workshop_round
-from explorer.ui.workshop_seats import Following, Leading
 from explorer.workshop.questions import HIDING_KINDS, lesson_title
 
 # What names the next token: covered while a question asks for it (static/page.js).

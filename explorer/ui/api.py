@@ -23,10 +23,10 @@ from explorer.analysis.snapshot import checked_snapshot, number_field, restore, 
 from explorer.errors import InputError
 from explorer.loading import list_models
 from explorer.loading.registry import TRANSLATOR_MODEL
+from explorer.present import model_store
+from explorer.present.views import MEAN, checked_view
 from explorer.session import GenerationSession
-from explorer.ui import model_store
 from explorer.ui.tab import USER_ERRORS, log
-from explorer.ui.views import MEAN, checked_view
 
 MAX_API_NEW_TOKENS = 256  # per generate or translate call: a call holds a worker while it runs
 

@@ -19,28 +19,26 @@ from explorer import native_memory
 from explorer.analysis import snapshot
 from explorer.batching import MAX_BATCH
 from explorer.loading.checkpoints import import_tokenizer_classes
+from explorer.present.tabs import TABS
 from explorer.serve.replicas import SECRET_ENV, TRUSTED_PROXY_ENV
 from explorer.ui import absent_packages, api, events, health, lesson_events, lifecycle, source, workshop_events
 from explorer.ui.blocks import ExplorerBlocks
+from explorer.ui.features import FEATURES, after_event_hooks
 from explorer.ui.layout import (
     CSS,
-    DECODER_EXAMPLES,
-    LINK_SCRIPT,
     PAGE_SCRIPT,
     PRESENTER_SCRIPT,
-    SETTINGS,
     SHOW_FEEDBACK,
     TAB_SESSION_HEAD,
     TEACHER_LINK_SCRIPT,
-    TRANSLATOR_EXAMPLES,
     build_page,
     theme,
 )
 from explorer.ui.lesson_events import LESSON_VIEWS
 from explorer.ui.page import Page
-from explorer.ui.render import SESSION_VIEWS, figure_names, model_view_names, step_views
+from explorer.ui.render import SESSION_VIEWS, SETTINGS, figure_names, model_view_names, step_views
 from explorer.ui.tab import release_closed_tab
-from explorer.ui.tabs import TABS
+from explorer.ui.texts import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
 from explorer.ui.wiring import Wiring, on
 from explorer.ui.workshop_events import LINKS, WORKSHOP_VIEWS
 
@@ -78,6 +76,7 @@ def build_demo() -> ExplorerBlocks:
     absent_packages.remember_absent()
     with ExplorerBlocks(title="Decoder Explorer", delete_cache=(1800, 3600)) as demo:
         page = build_page(browser_secret())
+        page.after_event = after_event_hooks()
         wire(demo, page)
         api.hide_page_events(demo)
         api.register()
@@ -124,12 +123,7 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     generate = page.generate_button.click(
         on(page, events.on_generate), [page.state, page.max_new, *settings], stepped, **quick, **steps
     )
-    # A model switch ends a running Generate: not by Gradio's cancel, which could drop the
-    # Generate's last word and leave a step of the old session, sent just before, on the page;
-    # the Generate sees its session replaced at its next step and sends the new one's views.
     switched = {*everything, page.tabs, *p(*lifecycle.CLOSED_LESSON)}  # another model closes a lesson
-    page.model.select(on(page, lifecycle.on_model_change), [page.model, page.state, *settings], switched)
-    page.custom_model.submit(on(page, lifecycle.on_custom_model), [page.custom_model, page.state, *settings], switched)
     page.stop_button.click(on(page, events.on_stop), [page.state], step_outputs, queue=False, cancels=[generate])
     page.undo_button.click(on(page, events.on_undo), [page.state], step_outputs, trigger_mode="multiple", **quick)
     page.reset_button.click(on(page, events.on_reset), [page.state, *settings], everything)
@@ -142,12 +136,11 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     sampling = p("temperature", "top_k", "top_p", "seed")
     for control in sampling:
         control.change(on(page, events.on_sampling), [page.state, *sampling], [page.kept])
-    wiring = Wiring(page, figures, quick)
-    for tab in TABS:  # each tab's own events
-        if hasattr(tab.code(), "wire"):
-            tab.code().wire(wiring)
+    wiring = Wiring(page, figures, quick, restored, settings, switched)
+    for feature in FEATURES:  # each feature's own events
+        if feature.wire is not None:
+            feature.wire(wiring)
     wire_view_choices(wiring)
-    wire_save_and_share(page, restored)
 
 
 def wire_view_choices(wiring: Wiring) -> None:
@@ -236,17 +229,6 @@ def wire_workshop(page: Page, shown: set) -> None:
         on(page, workshop_events.on_end), [state, page.workshop_mine], [*panel, page.workshop_mine, confirm]
     )
     page.workshop_leave.click(on(page, workshop_events.on_leave), [state], panel)
-
-
-def wire_save_and_share(page: Page, restored: set) -> None:
-    state = page.state
-    page.save_button.click(on(page, lifecycle.on_save), [state], [page.saved_file])
-    page.export_html_button.click(on(page, lifecycle.on_export_html), [state], [page.exported_file])
-    page.export_json_button.click(on(page, lifecycle.on_export_json), [state], [page.exported_file])
-    page.open_file.upload(on(page, lifecycle.on_open_file), [page.open_file, state], {*restored, page.open_file})
-    page.link_button.click(on(page, lifecycle.on_make_link), [state], [page.link_box]).then(
-        None, [page.link_box], [page.link_box], js=LINK_SCRIPT
-    )
 
 
 def step_concurrency() -> int:

@@ -18,7 +18,8 @@ import gradio as gr
 
 from explorer.batching import StepBatcher
 from explorer.errors import InputError
-from explorer.ui import views
+from explorer.present import views
+from explorer.present.views import ExplorerState
 from explorer.ui.render import render, tab_views
 from explorer.ui.shown import Updates, kept_value
 from explorer.ui.tab import (
@@ -32,7 +33,6 @@ from explorer.ui.tab import (
     require,
     tab_event,
 )  # fmt: skip
-from explorer.ui.views import ExplorerState
 from explorer.viz.colours import SCALES
 
 # Generate streams faster than a browser draws: a step takes ~0.1 s here, redrawing the figures

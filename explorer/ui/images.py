@@ -14,12 +14,14 @@ import os
 import threading
 from pathlib import Path
 
+from explorer.present.views import ExplorerState, heads_grid_image
+
 FASTEST = 1  # zlib's level: the image is small and goes to a browser on the same network
 
 
 def png_file(image) -> str:
     """The path of ``image`` (a PIL image) saved as PNG in Gradio's cache."""
-    # Imported here: the views that call this are also used without Gradio (explorer.notebook).
+    # Imported here: a module of the page that needs Gradio only when it writes a file.
     from gradio.utils import get_upload_folder
 
     with io.BytesIO() as buffer:
@@ -34,3 +36,8 @@ def png_file(image) -> str:
         partial.write_bytes(data)
         os.replace(partial, path)
     return str(path)
+
+
+def heads_image(state: ExplorerState) -> str:
+    """Every head of the layer in one image, as a PNG file's path (``viz.head_at`` reads a click on it)."""
+    return png_file(heads_grid_image(state))

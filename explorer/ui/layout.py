@@ -11,47 +11,28 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import gradio as gr
 
 from explorer.lessons import LESSONS
+from explorer.present import views
+from explorer.present.tabs import TABS
+from explorer.present.views import MEAN
 from explorer.sampling import SEED_RANGE, TEMPERATURE_RANGE, TOP_K_RANGE, TOP_P_RANGE
-from explorer.ui import answer_cover, model_store, texts, views
+from explorer.ui import answer_cover, texts
+from explorer.ui.features import FEATURES, placed
 from explorer.ui.page import Page
-from explorer.ui.tabs import TABS
-from explorer.ui.views import MEAN
+from explorer.ui.static_files import static
+from explorer.ui.tabs import code
+from explorer.ui.texts import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
 from explorer.viz import colours
 
 BROWSER_KEY = "decoder-explorer-session"
 LESSONS_KEY = "decoder-explorer-lessons"  # which lesson steps this browser has answered
-WORKSHOP_KEY = "decoder-explorer-workshop"  # this browser's seat in a workshop (explorer.ui.workshop_seats)
+WORKSHOP_KEY = "decoder-explorer-workshop"  # this browser's seat in a workshop (explorer.present.workshop_seats)
 MINE_KEY = "decoder-explorer-workshops-started"  # the workshops this browser started, to lead or end again
 
 TEXT_ENV = "DECODER_EXPLORER_TEXT"  # the text a page opens with (python -m explorer --text)
-
-DECODER_EXAMPLES = [
-    "The capital of France is",
-    "Once upon a time, in a small village,",
-    "def fibonacci(n):",
-    "The cat sat on the mat. The dog sat on the",
-    "What is the boiling point of water?",
-]
-TRANSLATOR_EXAMPLES = [
-    "Wednesday, March 3, 2021",
-    "twenty-one",  # German says the units first: see cross-attention, layer 2
-    "three hundred and forty-two",
-    "at 3:45pm",
-    "$12.50",
-    "1,234,567",
-    "342 kilometers",
-]
-
-STATIC = Path(__file__).parent / "static"
-
-
-def static(name: str) -> str:
-    return (STATIC / name).read_text(encoding="utf-8")
 
 
 def _rgb(hex_colour: str) -> str:
@@ -65,7 +46,7 @@ BUTTON_NAMES = {
     "all-heads": "Every head of this layer: click one to open it",
     "head-roles": "Every head of the model by role: click one to open it",
 }
-CSS = static("page.css")
+CSS = static("page.css") + "".join(static(name) for feature in FEATURES for name in feature.styles)
 # What the page runs once it has loaded (gr.Blocks.launch's js): the strip following the newest
 # token, the keyboard shortcuts, names for a screen reader.
 TEACHER_LINK = static("teacher_link.js")  # a teacher link's secret taken out of the address (returned)
@@ -84,7 +65,6 @@ TEACHER_LINK_SCRIPT = (
 TAB_SESSION_HEAD = static("tab_session.js").replace("__KEY__", BROWSER_KEY)
 PRESENTER_SCRIPT = static("presenter.js")  # presenter mode on or off (a class on the body)
 SHOW_FEEDBACK = static("show_feedback.js")  # after Check: the lesson's feedback scrolled into sight
-LINK_SCRIPT = static("link.js")  # a link's query string made whole with the page's address
 
 
 def theme() -> gr.themes.Base:
@@ -100,7 +80,6 @@ def theme() -> gr.themes.Base:
 
 
 # The settings a new session is made from, in the order the session callbacks take them.
-SETTINGS = ("text", "chat", "use_cache", "temperature", "top_k", "top_p", "seed")
 
 
 def example_picker(examples: list[str], label: str, text: gr.Textbox) -> None:
@@ -137,7 +116,7 @@ def build_page(browser_secret: str) -> Page:
     gr.Markdown(texts.INTRO, elem_id="intro")
     with gr.Row(equal_height=False, elem_id="top-row"):
         with gr.Column(scale=3, min_width=240):  # room for the longest model name and its kind
-            page.add(**model_choice())
+            lay_out(page, "top")
         with gr.Column(scale=3, min_width=300):
             page.add(
                 # At most 5 lines tall, scrolling inside: a long text must not push the views down.
@@ -154,7 +133,7 @@ def build_page(browser_secret: str) -> Page:
         with gr.Column(scale=2, min_width=300):
             page.add(**lessons_panel(), **session_panel())
             with gr.Column(elem_id="explorer-settings"):  # folded away on a student's page (page.css)
-                page.add(**settings(page.text))
+                page.add(**settings(page, page.text))
         with gr.Column(scale=3, min_width=300):
             page.add(**view_choice())
             view_tabs(page)
@@ -169,7 +148,7 @@ def view_tabs(page: Page) -> None:
         for tab in TABS:
             with gr.Tab(tab.title, id=tab.id, visible=not tab.translator_only, elem_id=f"tab-{tab.id}") as block:
                 page.add(**{tab.component: block})
-                tab.code().layout(page)
+                code(tab).layout(page)
 
 
 def lessons_panel() -> dict:
@@ -335,20 +314,15 @@ def workshop_machinery() -> dict:
     }
 
 
-def model_choice() -> dict:
-    return {
-        "model": gr.Dropdown(
-            choices=model_store.dropdown_choices(),
-            value=model_store.default_model_name(),
-            label="Model",
-            elem_id="model",
-        )
-    }
+def lay_out(page: Page, place: str) -> None:
+    """The features placed at ``place`` (explorer.ui.features), in the registry's order."""
+    for feature in placed(place):
+        feature.layout(page, place)
 
 
-def settings(text: gr.Textbox) -> dict:
-    """Below the candidates: the examples, the generation settings, save and share, the display,
-    another model (where the operator allows it) and the model's description."""
+def settings(page: Page, text: gr.Textbox) -> dict:
+    """Below the candidates: the examples, the generation settings, the panels placed there (each
+    an accordion), the display, another model (where the operator allows it) and the model's description."""
     made = {}
     with gr.Column(visible=True) as made["decoder_examples"]:
         example_picker(DECODER_EXAMPLES, "Examples", text)
@@ -361,14 +335,10 @@ def settings(text: gr.Textbox) -> dict:
         made["top_k"] = gr.Slider(*TOP_K_RANGE, value=0, step=1, label="Top-k (0 = off)")
         made["top_p"] = gr.Slider(*TOP_P_RANGE, value=1, step=0.05, label="Top-p")
         made["seed"] = gr.Number(value=0, precision=0, minimum=SEED_RANGE[0], maximum=SEED_RANGE[1], label="Seed")
-    with gr.Accordion("Save and share", open=False, elem_id="share"):
-        made |= save_and_share()
+    lay_out(page, "settings")  # the panels among the settings, each its own accordion
     with gr.Accordion("Display", open=False, elem_id="display"):
         made |= display()
-    made["custom_model"] = gr.Textbox(
-        label="Another model (local folder or Hub id)", visible=model_store.custom_models_allowed(),
-        elem_id="custom-model", placeholder="owner/name or a folder the operator allows",
-    )  # fmt: skip
+    lay_out(page, "settings-end")
     made["model_info"] = gr.Markdown(elem_classes="explain", elem_id="model-info")
     return made
 
@@ -397,23 +367,6 @@ def display() -> dict:
         "colour_scale": gr.Radio(
             colours.CHOICES, value=colours.DEFAULT_SCALE, label="Attention colours", elem_id="colour-scale"
         ),
-    }
-
-
-def save_and_share() -> dict:
-    gr.Markdown(texts.SAVE_AND_SHARE, elem_classes="explain")
-    return {
-        "image_format": gr.Radio(["png", "svg"], value="png", label="Figures download as", elem_id="image-format"),
-        "save_button": gr.Button("Save session", elem_id="save-session"),
-        "saved_file": gr.File(label="Saved session", interactive=False, elem_id="saved-file"),
-        "open_file": gr.File(
-            label="Open a saved session", file_types=[".npz"], type="filepath", elem_id="open-session"
-        ),
-        "link_button": gr.Button("Make a link to this step", elem_id="make-link"),
-        "link_box": gr.Textbox(label="Link", interactive=False, buttons=["copy"], elem_id="share-link"),
-        "export_html_button": gr.Button("Export as a web page", elem_id="export-html"),
-        "export_json_button": gr.Button("Export as JSON", elem_id="export-json"),
-        "exported_file": gr.File(label="Exported session", interactive=False, elem_id="exported-file"),
     }
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import gradio as gr
 
@@ -18,37 +17,22 @@ from explorer import lessons
 from explorer.analysis import snapshot
 from explorer.analysis.ablation import SwitchedOff
 from explorer.errors import InputError, as_sentence
-from explorer.ui import answer_cover, lifecycle, model_store
-from explorer.ui.layout import SETTINGS
+from explorer.present import model_store
+from explorer.present.lesson_at import LessonAt
+from explorer.present.tabs import tab_named
+from explorer.present.views import MEAN, ExplorerState
+from explorer.present.workshop_seats import Following, in_class
+from explorer.ui import answer_cover, lifecycle
 from explorer.ui.lifecycle import closed_lesson, show_session
-from explorer.ui.render import render
+from explorer.ui.render import SETTINGS, render
 from explorer.ui.shown import Updates, current_snapshot
 from explorer.ui.tab import USER_ERRORS, tab_event
-from explorer.ui.tabs import tab_named
-from explorer.ui.views import MEAN, ExplorerState
-from explorer.ui.workshop_seats import Following, in_class
 
 # What a lesson step changes besides the session on screen.
 LESSON_VIEWS = (
     "lesson", "lesson_text", "lesson_answer", "lesson_feedback", "lessons_panel", "switched_off", "lesson_back",
     "answer_cover",
 )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class LessonAt:
-    """The lesson step a tab is on, its question as the model answered it, and what the lesson
-    replaced: the user's own session, one click away ("Back to your text")."""
-
-    number: int
-    index: int
-    posed: lessons.Posed
-    model_name: str  # the model the question was posed on
-    session: object  # the session the step put on screen (a GenerationSession)
-    set_up_tokens: int  # how many tokens that session had then (more: the user stepped on)
-    before: snapshot.Snapshot | None = None  # the user's session the lesson replaced
-    shown: snapshot.Snapshot | None = None  # the step's own view as set up: what its question is about
-    checked: bool = False  # a learner alone pressed Check: what the question covered is shown again
 
 
 def lesson_choices(done: Mapping | None) -> list[tuple[str, int]]:

@@ -10,17 +10,17 @@ from pathlib import Path
 
 import gradio as gr
 
-from explorer.analysis import export, snapshot
-from explorer.analysis.export_html import export_html
+from explorer.analysis import snapshot
 from explorer.errors import as_sentence
 from explorer.loading import ModelLoadError, list_models
-from explorer.ui import model_store, texts
-from explorer.ui.layout import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
+from explorer.present import model_store
+from explorer.present.tabs import opening_tab, shown_tab
+from explorer.present.views import ExplorerState, checked_view
+from explorer.ui import texts
 from explorer.ui.render import buttons_on, model_views, render, text_label
-from explorer.ui.shown import Updates, current_snapshot
-from explorer.ui.tab import USER_ERRORS, new_session, require, saved_session_folder, tab_event, tab_state
-from explorer.ui.tabs import opening_tab, shown_tab
-from explorer.ui.views import ExplorerState, checked_view
+from explorer.ui.shown import Updates
+from explorer.ui.tab import USER_ERRORS, new_session, saved_session_folder, tab_event, tab_state
+from explorer.ui.texts import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
 
 
 @tab_event
@@ -182,27 +182,6 @@ def on_open_file(request: gr.Request, path, st, progress=gr.Progress(track_tqdm=
     return {**out, "open_file": None}
 
 
-@tab_event
-def on_save(request: gr.Request, st) -> Updates:
-    st = require(st)
-    data = snapshot.save_bytes(current_snapshot(st), st.session)
-    return {"saved_file": tab_file(request, f"session-{len(st.session.token_ids)}-tokens.npz", data)}
-
-
-@tab_event
-def on_export_html(request: gr.Request, st) -> Updates:
-    st = require(st)
-    page = export_html(model_store.public_name(st.model_name), st.session)
-    return {"exported_file": tab_file(request, f"session-{len(st.session.token_ids)}-tokens.html", page.encode())}
-
-
-@tab_event
-def on_export_json(request: gr.Request, st) -> Updates:
-    st = require(st)
-    data = export.to_json(model_store.public_name(st.model_name), st.session)
-    return {"exported_file": tab_file(request, f"session-{len(st.session.token_ids)}-tokens.json", data.encode())}
-
-
 def tab_file(request: gr.Request, name: str, data: bytes) -> str:
     """Write a file for this tab to download: one of each kind per tab, replaced by the next."""
     folder = saved_session_folder(request)
@@ -212,8 +191,3 @@ def tab_file(request: gr.Request, name: str, data: bytes) -> str:
     path = folder / name
     path.write_bytes(data)
     return str(path)
-
-
-@tab_event
-def on_make_link(st) -> Updates:
-    return {"link_box": snapshot.query_string(current_snapshot(require(st)))}

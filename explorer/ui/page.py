@@ -7,6 +7,8 @@ nowhere else.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import gradio as gr
 
 
@@ -15,6 +17,8 @@ class Page:
 
     def __init__(self) -> None:
         self._components: dict[str, gr.components.Component | gr.blocks.BlockContext] = {}
+        # The features' hooks after every event (explorer.ui.feature), called by wiring.on.
+        self.after_event: tuple[Callable[[tuple, object], None], ...] = ()
 
     def add(self, **components) -> None:
         for name, component in components.items():

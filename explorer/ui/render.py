@@ -11,27 +11,30 @@ import functools
 
 import gradio as gr
 
-from explorer.ui import views
+from explorer.present import views
+from explorer.present.tabs import TABS, shown_tab, tab_named
+from explorer.present.views import MEAN, ExplorerState
 from explorer.ui.shown import Updates, kept_value
-from explorer.ui.tabs import TABS, shown_tab, tab_named
-from explorer.ui.views import MEAN, ExplorerState
+from explorer.ui.tabs import code
 
 SESSION_BUTTONS = ("step_button", "generate_button", "undo_button", "reset_button")
 # What only a new session changes besides the step views.
 SESSION_VIEWS = ("layer", "head", "source", "source_note", "prompt_note")
+# The settings every event that starts a session reads, in this order (the page's inputs).
+SETTINGS = ("text", "chat", "use_cache", "temperature", "top_k", "top_p", "seed")
 
 
 @functools.cache
 def figure_names() -> tuple[str, ...]:
     """Everything a change of the view may redraw: every tab's figures, and the browser's kept copy."""
-    return (*(name for tab in TABS for name in tab.code().FIGURES), "kept")
+    return (*(name for tab in TABS for name in code(tab).FIGURES), "kept")
 
 
 @functools.cache
 def step_views() -> tuple[str, ...]:
     """Everything a step may change. A tab whose figures a step cannot change (``STEPPED = False``)
     is left out: every output of a Step costs the page (bench/bench_ui.py)."""
-    stepped = (name for tab in TABS if getattr(tab.code(), "STEPPED", True) for name in tab.code().FIGURES)
+    stepped = (name for tab in TABS if getattr(code(tab), "STEPPED", True) for name in code(tab).FIGURES)
     return ("state", "status", "strip", "candidates", "cache_info", *stepped, "kept")
 
 
@@ -47,7 +50,7 @@ def model_view_names() -> tuple[str, ...]:
     block among its outputs, every change of an event's progress makes Gradio's page read the value
     of every component inside the block (~20 ms a Step for the cross-attention tab,
     bench/bench_ui.py), and a Step never changes the model."""
-    own = [name for tab in TABS for name in getattr(tab.code(), "MODEL_VIEWS", ())]
+    own = [name for tab in TABS for name in getattr(code(tab), "MODEL_VIEWS", ())]
     translator_tabs = [tab.component for tab in TABS if tab.translator_only]
     common = ("model_info", "text", "chat", "decoder_examples", "translator_examples", "model")
     return (*common, *translator_tabs, *own, *SESSION_BUTTONS)
@@ -81,7 +84,7 @@ def tab_views(st: ExplorerState) -> Updates:
 def tab_figures(st: ExplorerState) -> Updates:
     """The figures of the open tab; the others are built when their tab is opened."""
     st.tab = shown_tab(st.tab, st.session.is_encoder_decoder)  # a tab this model does not show: the first
-    return tab_named(st.tab).code().figures(st)
+    return code(tab_named(st.tab)).figures(st)
 
 
 def session_views(st: ExplorerState) -> Updates:
@@ -120,8 +123,8 @@ def model_views(loaded) -> Updates:
     }
     out |= {tab.component: gr.Tab(visible=translator) for tab in TABS if tab.translator_only}
     for tab in TABS:
-        if hasattr(tab.code(), "model_views"):
-            out |= tab.code().model_views(loaded)
+        if hasattr(code(tab), "model_views"):
+            out |= code(tab).model_views(loaded)
     return out
 
 

@@ -11,8 +11,8 @@ import dataclasses
 from gradio.components.plot import PlotData
 
 from explorer.analysis import snapshot
-from explorer.ui import model_store
-from explorer.ui.views import ExplorerState
+from explorer.present import model_store
+from explorer.present.views import ExplorerState
 from explorer.viz.colours import recoloured
 from explorer.viz.figure_json import figure_json
 

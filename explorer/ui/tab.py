@@ -23,9 +23,9 @@ import gradio as gr
 from explorer.errors import InputError
 from explorer.loading import ModelLoadError
 from explorer.model import ContextWindowError
+from explorer.present import model_store
+from explorer.present.views import ExplorerState
 from explorer.session import GenerationSession
-from explorer.ui import model_store
-from explorer.ui.views import ExplorerState
 
 NO_MODEL = "No model is loaded yet: choose one from the Model list."
 # The project's own errors become warnings; anything else is a bug and fails loudly (log, tests).

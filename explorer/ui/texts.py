@@ -35,3 +35,21 @@ WORKSHOP = """**Teach a class.** A teacher chooses a lesson above and presses **
 class joins with the room code, follows the teacher's view, and answers each question before
 the teacher reveals it. **Students:** type the room code your teacher shows, a name if you want
 one (or none: anonymous), and press **Join**."""
+
+# The examples under the text box (also what a test types).
+DECODER_EXAMPLES = [
+    "The capital of France is",
+    "Once upon a time, in a small village,",
+    "def fibonacci(n):",
+    "The cat sat on the mat. The dog sat on the",
+    "What is the boiling point of water?",
+]
+TRANSLATOR_EXAMPLES = [
+    "Wednesday, March 3, 2021",
+    "twenty-one",  # German says the units first: see cross-attention, layer 2
+    "three hundred and forty-two",
+    "at 3:45pm",
+    "$12.50",
+    "1,234,567",
+    "342 kilometers",
+]

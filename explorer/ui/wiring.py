@@ -8,9 +8,9 @@ import inspect
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from explorer.ui import events, workshop_events
+from explorer.ui import events
 from explorer.ui.page import Page
 from explorer.ui.tab import PROFILE_ENV, log
 
@@ -20,13 +20,15 @@ def on(page: Page, callback: Callable) -> Callable:
 
     The wrapper keeps the callback's signature (Gradio reads it for gr.Request, gr.Progress
     and gr.SelectData) and, for a generator, is a generator itself (Gradio streams those).
-    With ``$DECODER_EXPLORER_PROFILE`` set, it logs how long each callback took
-    (bench/bench_ui.py reads these lines for its server/transport/browser breakdown)."""
+    After the callback, each feature's hook (``page.after_event``, set by the app from the
+    registry ``explorer.ui.features``) sees its inputs and updates. With ``$DECODER_EXPLORER_PROFILE``
+    set, it logs how long each callback took (bench/bench_ui.py reads these lines for its
+    server/transport/browser breakdown)."""
     name = getattr(callback, "__name__", "callback")
 
     def by_component(updates, args, started: float):
-        if isinstance(updates, dict) and "kept" in updates:  # the tab's view changed: a workshop's teacher publishes it
-            workshop_events.after_event(args, updates)
+        for hook in page.after_event:
+            hook(args, updates)
         if os.environ.get(PROFILE_ENV):
             log.info("profile %s %.1f ms", name, (time.perf_counter() - started) * 1000)
         if not isinstance(updates, dict) or updates.get("__type__") == "update":  # gr.skip()
@@ -67,6 +69,9 @@ class Wiring:
     page: Page
     figures: list  # the components of every tab's figures (what opening another tab redraws)
     quick: dict  # show_progress on the status line only: a spinner over every figure would flash
+    restored: set = field(default_factory=set)  # what a restored session changes (every view and setting)
+    settings: list = field(default_factory=list)  # the settings a new session reads (render.SETTINGS)
+    new_model: set = field(default_factory=set)  # what another model changes
 
     def on(self, callback: Callable) -> Callable:
         return on(self.page, callback)

@@ -9,9 +9,9 @@ the panel's hidden Sync button (one Gradio event per change, nothing while nothi
 student's page asks for its question itself and draws it, and sends its answers, without a Gradio
 event (``explorer.ui.workshop_round``); it presses a Sync only to take the teacher's moved view.
 
-The teacher's view is published after every event of the teacher's tab that changed it (``after_event``,
-called by ``explorer.ui.wiring.on`` with the view the browser keeps: model, text, tokens, tab, layer,
-head), together with the lesson step on screen.
+The teacher's view is published after every event of the teacher's tab that changed it (the panel's
+hook, ``explorer.ui.panels.workshop.after_event``, which ``explorer.ui.wiring.on`` calls with the
+view the browser keeps: model, text, tokens, tab, layer, head), together with the lesson step on screen.
 """
 
 from __future__ import annotations
@@ -26,11 +26,14 @@ from explorer import lessons
 from explorer.analysis import snapshot
 from explorer.errors import InputError, as_sentence
 from explorer.lessons import LESSONS
+from explorer.present import model_store
+from explorer.present.lesson_at import LessonAt
+from explorer.present.views import ExplorerState
+from explorer.present.workshop_seats import Following, Leading, kept_seat
 from explorer.ui import (
     answer_cover,
     lesson_events,
     lifecycle,
-    model_store,
     texts,
     workshop_download,
     workshop_gate,
@@ -38,12 +41,9 @@ from explorer.ui import (
     workshop_shared,
     workshop_watch,
 )
-from explorer.ui.lesson_events import LessonAt
 from explorer.ui.shown import Updates, kept_value, shown_plot
 from explorer.ui.tab import USER_ERRORS, log, require, tab_event
-from explorer.ui.views import ExplorerState
 from explorer.ui.workshop_gate import NO_SEAT, TooManyMisses, address_of
-from explorer.ui.workshop_seats import Following, Leading, kept_seat
 from explorer.viz.workshop import tally_figure
 from explorer.workshop import Limits, WorkshopError, Workshops, connect, room_code
 from explorer.workshop.database import describe
@@ -112,19 +112,6 @@ def open_store_quietly() -> None:
 
 
 # ---------------------------------------------------------------- the teacher's view, published
-def after_event(args: tuple, updates: dict) -> None:
-    """After an event of a tab that changed its view (``updates`` holds the view the browser
-    keeps): a teacher's tab publishes it; a student's tab that moved away from the teacher's
-    view on its own stops following (the next sync says so)."""
-    st = updates.get("state") if isinstance(updates.get("state"), ExplorerState) else None
-    st = st or next((a for a in args if isinstance(a, ExplorerState)), None)
-    seat = getattr(st, "workshop", None)
-    if isinstance(seat, Leading) and st.session is not None:
-        publish(st, seat)
-    elif isinstance(seat, Following) and seat.following and seat.applied and isinstance(updates.get("kept"), dict):
-        seat.following = as_json(updates["kept"]) == seat.applied
-
-
 def publish(st: ExplorerState, seat: Leading) -> None:
     view = led_view(st)
     text = as_json(view)
@@ -379,7 +366,7 @@ def on_follow_sync(request: gr.Request, st) -> Updates:
 
 @tab_event
 def on_own_move(st) -> Updates:
-    """A following student moved the view themselves (a Step, a token, a head: ``after_event``
+    """A following student moved the view themselves (a Step, a token, a head: ``panels.workshop.after_event``
     stopped their following); their page's script presses this after such a move, so that the
     panel says at once that they explore on their own (and the whole explorer comes back)."""
     seat = getattr(st, "workshop", None)

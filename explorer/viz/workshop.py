@@ -1,17 +1,31 @@
 """The class's answers to a workshop question, for the teacher's page: one bar per answer (the share
 of the class that chose it); for "what token comes next?" the model's probability of each candidate
 beside it once revealed. The right answer is marked, and the model's probabilities drawn, only once it
-is revealed: the teacher's page is projected while the class predicts."""
+is revealed: the teacher's page is projected while the class predicts.
+
+The figure reads a tally (``explorer.workshop.Tally`` has this shape) and imports nothing of the
+workshop: ``viz`` is the layer below it."""
 
 from __future__ import annotations
 
-from explorer.workshop import Tally
-from explorer.workshop.rules import same_token
+from typing import Protocol
 
 from .figure_json import Figure
 from .labels import as_plotly_text
 
 CLASS_COLOR, RIGHT_COLOR, MODEL_COLOR = "#6baed6", "#238b45", "#bdbdbd"
+
+
+class Tally(Protocol):
+    """The class's answers to one question, as the figure reads them."""
+
+    counts: dict[str, int]  # each option (and each other typed guess) -> students, in the order shown
+    answered: int
+    students: int
+    revealed: bool
+    probabilities: dict[str, float]  # the model's, for "what token comes next?" (else empty)
+
+    def is_answer(self, option: str) -> bool: ...
 
 
 def tally_figure(tally: Tally) -> Figure:
@@ -21,7 +35,7 @@ def tally_figure(tally: Tally) -> Figure:
     total = max(1, tally.answered)
     shares = [tally.counts[o] / total for o in answers]
     colours = [
-        RIGHT_COLOR if tally.revealed and same_token(o, tally.answer) else CLASS_COLOR for o in answers
+        RIGHT_COLOR if tally.revealed and tally.is_answer(o) else CLASS_COLOR for o in answers
     ]  # fmt: skip
     words = [f"{tally.counts[o]} of {tally.answered} students" for o in answers]
     traces = [

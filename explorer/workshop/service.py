@@ -127,6 +127,10 @@ class Tally:
     def share_right(self) -> float | None:
         return _share_right(self.counts, self.answer)
 
+    def is_answer(self, option: str) -> bool:
+        """Whether ``option`` (or a typed guess) is the right answer, as a student's answer is judged."""
+        return rules.same_token(option, self.answer)
+
 
 def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8", "replace")).hexdigest()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.ui.tabs import TABS
+from explorer.present.tabs import TABS
 from tests.browser.helpers import ARTIFACTS, idle, tokens, type_prompt, wait_plot_title, wait_token_count
 from tests.browser.test_translator_ui import choose_model
 

@@ -10,7 +10,7 @@ import pytest
 
 import explorer
 from explorer import lessons
-from explorer.ui.tabs import TABS
+from explorer.present.tabs import TABS
 from tests.browser.helpers import ARTIFACTS, idle, query_index, tokens, wait_token_count
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -120,7 +120,7 @@ def test_custom_model_outside_the_allowed_places(page):
 @pytest.mark.parametrize("name", OUTSIDE)
 def test_model_names_outside_the_allowed_places_are_refused(monkeypatch, tmp_path, name):
     from explorer.loading import ModelLoadError
-    from explorer.ui import model_store
+    from explorer.present import model_store
 
     monkeypatch.setenv(model_store.MODEL_DIRS_ENV, str(tmp_path))
     monkeypatch.setenv(model_store.ALLOW_HUB_ENV, "1")

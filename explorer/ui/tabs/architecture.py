@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import gradio as gr
 
-from explorer.ui import insights, source
+from explorer.present import insights
+from explorer.present.views import ExplorerState
+from explorer.ui import source
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, shown_plot
-from explorer.ui.views import ExplorerState
 
 ARCHITECTURE = """**Where the arithmetic goes.** A multiply-add counts as two FLOPs. With the KV cache a
 step computes one new row, so its cost grows slowly with the length (only the attention

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import gradio as gr
 
-from explorer.ui import experiment_views
-from explorer.ui.experiment_views import METHOD_CHOICES
+from explorer.present import experiment_views
+from explorer.present.experiment_views import METHOD_CHOICES
+from explorer.present.views import ExplorerState
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, shown_plot
 from explorer.ui.tab import require, tab_event
 from explorer.ui.tabs.parts import beside_explanation
-from explorer.ui.views import ExplorerState
 from explorer.ui.wiring import Wiring
 
 ATTRIBUTION = """**Why this token: attribution.** Which input tokens made the model give a token its score

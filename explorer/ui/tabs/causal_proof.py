@@ -6,11 +6,11 @@ from __future__ import annotations
 import gradio as gr
 
 from explorer.analysis import proof
-from explorer.ui import insights
+from explorer.present import insights
+from explorer.present.views import ExplorerState
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, shown_plot
 from explorer.ui.tab import require, tab_event
-from explorer.ui.views import ExplorerState
 from explorer.ui.wiring import Wiring
 
 CAUSAL_PROOF = """**The causal proof, live.** Training feeds a whole text in one pass; generation feeds one

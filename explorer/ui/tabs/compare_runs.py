@@ -7,13 +7,13 @@ import gradio as gr
 
 from explorer.analysis import compare
 from explorer.analysis.compare import BRANCHES
+from explorer.present import experiment_views
+from explorer.present.views import ExplorerState
 from explorer.sampling import SEED_RANGE
-from explorer.ui import experiment_views
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, shown_plot
 from explorer.ui.tab import require, tab_event
 from explorer.ui.tabs.parts import beside_explanation
-from explorer.ui.views import ExplorerState
 from explorer.ui.wiring import Wiring
 
 COMPARE = """**Compare two runs.** Run A is the session on screen. Run B starts again from the same text

@@ -3,12 +3,12 @@ encoder's own self-attention over the source."""
 
 from __future__ import annotations
 
-from explorer.ui import views
+from explorer.present import views
+from explorer.present.views import ExplorerState
 from explorer.ui.heatmap import attention_heatmap_view
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, shown_heatmap
 from explorer.ui.tabs.parts import figure_beside_text
-from explorer.ui.views import ExplorerState
 from explorer.ui.wiring import Wiring
 
 CROSS_ATTENTION = """**Cross-attention** is how the decoder reads the source sentence. Queries

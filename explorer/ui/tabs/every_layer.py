@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import gradio as gr
 
-from explorer.ui import views
+from explorer.present import views
+from explorer.present.views import ExplorerState
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, shown_plot
-from explorer.ui.views import ExplorerState
 
 EVERY_LAYER = """**One token through the whole stack.** Each row is a layer, each column a token
 it can read; the colour is the head-averaged weight. Early layers often read nearby tokens,

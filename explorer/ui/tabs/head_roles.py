@@ -7,13 +7,14 @@ import gradio as gr
 
 from explorer.analysis import ablation
 from explorer.errors import InputError
-from explorer.ui import insights, views
+from explorer.present import insights, views
+from explorer.present.tabs import DEFAULT_TAB
+from explorer.present.views import ExplorerState
 from explorer.ui.page import Page
 from explorer.ui.render import tab_views
 from explorer.ui.shown import Updates, shown_plot
 from explorer.ui.tab import require, tab_event
-from explorer.ui.tabs import DEFAULT_TAB, switch_off
-from explorer.ui.views import ExplorerState
+from explorer.ui.tabs import switch_off
 from explorer.ui.wiring import Wiring
 from explorer.viz import role_at
 

@@ -16,11 +16,12 @@ from explorer.analysis.cache_lab import run_policy
 from explorer.analysis.cache_modes import compare_cache_modes
 from explorer.errors import InputError
 from explorer.loading.registry import ASSETS
-from explorer.ui import render, views
+from explorer.present import views
+from explorer.present.views import ExplorerState
+from explorer.ui import render
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, shown_plot
 from explorer.ui.tab import require, tab_event
-from explorer.ui.views import ExplorerState
 from explorer.ui.wiring import Wiring
 from explorer.viz import cache_lab as lab_figures
 

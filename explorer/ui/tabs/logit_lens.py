@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import gradio as gr
 
-from explorer.ui import insights
+from explorer.present import insights
+from explorer.present.views import ExplorerState
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, shown_plot
 from explorer.ui.tabs.parts import figure_beside_text
-from explorer.ui.views import ExplorerState
 
 LOGIT_LENS = """**The logit lens: why this token?** Every layer adds to one running vector per token
 (the residual stream). Here that vector, after each layer, is put through the model's own

@@ -7,12 +7,12 @@ from __future__ import annotations
 import gradio as gr
 
 from explorer.analysis import patching
-from explorer.ui import insights
+from explorer.present import insights
+from explorer.present.views import ExplorerState
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, shown_plot
 from explorer.ui.tab import require, tab_event
 from explorer.ui.tabs.parts import beside_explanation
-from explorer.ui.views import ExplorerState
 from explorer.ui.wiring import Wiring
 
 PATCHING = """**Find where the answer is carried: activation patching.** Two texts with the same number

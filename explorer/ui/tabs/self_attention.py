@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import gradio as gr
 
-from explorer.ui import views
+from explorer.present import views
+from explorer.present.views import ExplorerState
 from explorer.ui.heatmap import attention_heatmap_view
+from explorer.ui.images import heads_image
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, kept_value, shown_heatmap
 from explorer.ui.tab import require, tab_event
 from explorer.ui.tabs.parts import figure_beside_text
-from explorer.ui.views import ExplorerState
 from explorer.ui.wiring import Wiring
 from explorer.viz import head_at
 
@@ -42,7 +43,7 @@ def layout(page: Page) -> None:
 
 
 def figures(st: ExplorerState) -> Updates:
-    return {"self_plot": heatmap(st), "heads": views.heads_image(st)}
+    return {"self_plot": heatmap(st), "heads": heads_image(st)}
 
 
 def heatmap(st: ExplorerState) -> dict:

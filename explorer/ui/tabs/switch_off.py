@@ -7,13 +7,13 @@ import gradio as gr
 
 from explorer.analysis import ablation
 from explorer.errors import InputError
-from explorer.ui import insights, views
+from explorer.present import insights, views
+from explorer.present.tabs import tab_of_module
+from explorer.present.views import ExplorerState
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, shown_plot
 from explorer.ui.tab import require, tab_event
-from explorer.ui.tabs import tab_of_module
 from explorer.ui.tabs.parts import beside_explanation
-from explorer.ui.views import ExplorerState
 from explorer.ui.wiring import Wiring
 
 SWITCH_OFF = """**Test a claim: switch heads off.** Attention shows where a head looks, not whether the

@@ -6,8 +6,8 @@ import numpy as np
 import torch
 
 from explorer.analysis import ablation, cost, lens, proof, roles
+from explorer.present.views import MEAN, ExplorerState, head_label, pick_head
 from explorer.tokens import visible
-from explorer.ui.views import MEAN, ExplorerState, head_label, pick_head
 from explorer.viz import attention_heatmap, logit_lens_heatmap, role_grid
 from explorer.viz.ablation import ablation_chart
 from explorer.viz.heatmap import window_note

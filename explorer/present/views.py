@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
-from explorer.analysis.ablation import SwitchedOff
+from explorer.analysis.ablation import AblationResult, SwitchedOff
+from explorer.analysis.attribution import Explained
+from explorer.analysis.cache_lab import PolicyRun
 from explorer.analysis.cache_modes import CacheComparison
+from explorer.analysis.compare import Comparison
 from explorer.analysis.domain import domain_note
 from explorer.analysis.patching import PatchingResult
+from explorer.analysis.proof import ParallelCheck, Sandbox
+from explorer.analysis.roles import HeadRoles
+from explorer.present import model_store
+from explorer.present.lesson_at import LessonAt
+from explorer.present.tabs import DEFAULT_TAB
+from explorer.present.workshop_seats import Following, Leading
 from explorer.session import GenerationSession, InputError, TopToken
 from explorer.tokens import visible
-from explorer.ui import model_store
-from explorer.ui.images import png_file
-from explorer.ui.tabs import DEFAULT_TAB
 from explorer.viz import attention_heatmap, head_grid, layer_profile_heatmap, timing_chart
 from explorer.viz.colours import DEFAULT_SCALE
 from explorer.viz.heatmap import window_note
@@ -25,6 +32,15 @@ from explorer.viz.window import query_window, with_overview
 MEAN = "mean"
 BAR_WIDTH = 20
 ROOM_WARNING = 64  # the status line says how much room is left from this many positions before the cap
+
+# What a tab computes on request (the causal proof, the sandbox, head roles, a switch-off, a policy
+# run, an explanation, a comparison of runs), kept by name while it covers the tokens on screen.
+KeptResult = ParallelCheck | Sandbox | HeadRoles | AblationResult | PolicyRun | Explained | Comparison
+
+
+class Kept(NamedTuple):
+    token_ids: list[int]  # the tokens the result covered
+    result: KeptResult
 
 
 @dataclass
@@ -46,11 +62,11 @@ class ExplorerState:
     colour_scale: str = DEFAULT_SCALE  # the attention weights' colours (explorer.viz.colours)
     switched_off: SwitchedOff = field(default_factory=SwitchedOff)  # heads and sublayers to switch off
     patching: PatchingResult | None = None  # the last patching sweep (of its own two texts, not the session's)
-    lesson: object | None = None  # the lesson step on screen (explorer.ui.lesson_events.LessonAt)
-    workshop: object | None = None  # this tab's part in a workshop (explorer.ui.workshop_seats), set by the server
-    # Results computed on request (the causal proof, the sandbox, head roles), each with the
-    # tokens it covered: shown only while those are the tokens on screen.
-    results: dict = field(default_factory=dict, repr=False)
+    lesson: LessonAt | None = None  # the lesson step on screen (the Lessons panel's slice)
+    workshop: Leading | Following | None = None  # this tab's part in a workshop (its panel's slice), set by the server
+    # Results computed on request, each with the tokens it covered: shown only while those are the
+    # tokens on screen.
+    results: dict[str, Kept] = field(default_factory=dict, repr=False)
     # One event at a time per tab: a Step clicked during a Generate waits for the current step.
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -71,10 +87,10 @@ class ExplorerState:
         self.session, self.comparison = None, None
         self.results.clear()
 
-    def keep(self, name: str, result) -> None:
-        self.results[name] = (list(self.session.token_ids), result)
+    def keep(self, name: str, result: KeptResult) -> None:
+        self.results[name] = Kept(list(self.session.token_ids), result)
 
-    def result(self, name: str):
+    def result(self, name: str) -> KeptResult | None:
         """A kept result, while it still covers the tokens on screen; else None."""
         token_ids, result = self.results.get(name, (None, None))
         return result if token_ids == self.session.token_ids else None
@@ -222,11 +238,6 @@ def encoder_attention_figure(state: ExplorerState):
         pick_head(attention, state.head), tokens, tokens, causal=False,
         title=f"Encoder self-attention, layer {layer}, {head_label(state.head)}",
     )  # fmt: skip
-
-
-def heads_image(state: ExplorerState) -> str:
-    """Every head of the layer in one image, as a PNG file's path (``viz.head_at`` reads a click on it)."""
-    return png_file(heads_grid_image(state))
 
 
 def heads_grid_image(state: ExplorerState):

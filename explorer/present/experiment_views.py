@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from explorer.analysis import attribution, compare
+from explorer.analysis.attribution import Explained
 from explorer.errors import InputError
+from explorer.present.views import MEAN, ExplorerState, head_label
 from explorer.tokens import visible
-from explorer.ui.views import MEAN, ExplorerState, head_label
 from explorer.viz.experiments import (
     aligned_tokens,
     alignment_heatmap,
@@ -56,18 +55,6 @@ def parse_target(value: str | None, state: ExplorerState) -> tuple[int, int]:
         raise InputError("Choose what to explain: click a token in the strip, then pick it or a candidate.")
     position, token_id = value.split(":")
     return int(position), int(token_id)
-
-
-@dataclass
-class Explained:
-    """What the tab shows: one method's scores (None for rollout alone) and the attention beside them."""
-
-    method: str
-    result: attribution.Attribution | None
-    position: int
-    token: str
-    rollout: np.ndarray | None  # (position + 1,) a decoder's attention rollout
-    cross_rows: np.ndarray | None  # (layers, S) a translator's cross-attention at the step
 
 
 def explain(state: ExplorerState, value: str | None, method: str, progress=None) -> Explained:

@@ -1,0 +1,30 @@
+"""Every feature of the page, listed once: the view tabs (their modules, from the registry
+``explorer.present.tabs``) and the panels (``explorer.ui.panels``). The page's frame reads what a
+feature does through its record (``explorer.ui.feature.Feature``), never by its name."""
+
+from __future__ import annotations
+
+from explorer.present.tabs import TABS, Tab
+from explorer.ui.feature import AfterEvent, Feature
+from explorer.ui.panels.model_choice import MODEL_CHOICE
+from explorer.ui.panels.save_and_share import SAVE_AND_SHARE
+from explorer.ui.panels.workshop import WORKSHOP
+from explorer.ui.tabs import code
+
+
+def tab_feature(tab: Tab) -> Feature:
+    """A view tab's module as a feature (its ``wire`` is optional)."""
+    module = code(tab)
+    return Feature(tab.id, wire=getattr(module, "wire", None), figures=module.figures)
+
+
+FEATURES: tuple[Feature, ...] = (*(tab_feature(tab) for tab in TABS), WORKSHOP, MODEL_CHOICE, SAVE_AND_SHARE)
+
+
+def placed(place: str) -> tuple[Feature, ...]:
+    """The features the frame lays out at ``place``, in the registry's order."""
+    return tuple(feature for feature in FEATURES if place in feature.places)
+
+
+def after_event_hooks() -> tuple[AfterEvent, ...]:
+    return tuple(feature.after_event for feature in FEATURES if feature.after_event is not None)
