@@ -54,11 +54,6 @@ def static(name: str) -> str:
     return (STATIC / name).read_text(encoding="utf-8")
 
 
-def _rgb(hex_colour: str) -> str:
-    """'#fdae6b' as a browser writes it in a style, 'rgb(253, 174, 107)' or 'rgba(...)': '253, 174, 107'."""
-    return "{}, {}, {}".format(*(int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)))
-
-
 # Images that take clicks are buttons in Gradio, named by nothing (an image without alt text):
 # what a screen reader says for each.
 BUTTON_NAMES = {
@@ -71,7 +66,6 @@ CSS = static("page.css")
 TEACHER_LINK = static("teacher_link.js")  # a teacher link's secret taken out of the address (returned)
 PAGE_SCRIPT = (
     static("page.js")
-    .replace("__QUERY_RGB__", _rgb(views.STRIP_COLORS["query"]))
     .replace("__BUTTON_NAMES__", json.dumps(BUTTON_NAMES))
     .replace("__TEACHER_LINK__", TEACHER_LINK)
     .replace("__COVERED__", json.dumps(answer_cover.COVERED))
