@@ -107,3 +107,41 @@ def test_the_experiment_helpers_compose_in_any_mix(checkpoints):
     for wrong in ("decoder.0.mlp", [{"tap": "decoder.0.mlp"}], 3):
         with pytest.raises(TypeError, match="interventions must be Interventions"):
             explorer.GenerationSession(loaded, text, interventions=wrong)
+
+
+def refusal_keeps_its_cause(call) -> InputError:
+    """The InputError ``call`` raises, with the PolicyError it came from as its cause (issue 42:
+    ``from None`` left the log unable to tell a policy's bug from a refusal)."""
+    from explorer.cache_policies import PolicyError
+
+    with pytest.raises(InputError) as refused:
+        call()
+    assert isinstance(refused.value.__cause__, PolicyError), f"{refused.value!r} lost its cause"
+    return refused.value
+
+
+@pytest.mark.parametrize("spec", ["window:0", "int8:32:16+window:8:cache"])
+def test_a_policy_written_wrong_is_refused_with_the_policy_error_as_its_cause(spec):
+    from explorer import cache_policies as cp
+
+    refusal_keeps_its_cause(lambda: cp.parse_policy(spec))
+
+
+def test_a_policy_the_model_cannot_run_is_refused_with_the_policy_error_as_its_cause(checkpoints):
+    """Mistral's sliding layers evict keys already: the session, and each of the KV-cache lab's
+    events, refuse an evicting cache, keeping the PolicyError that says why."""
+    from explorer import cache_policies as cp
+    from explorer.ui.tabs import kv_cache
+    from explorer.ui.views import ExplorerState
+
+    loaded = explorer.load_model(str(checkpoints["mistral"]), progress=False)
+    refusal_keeps_its_cause(lambda: explorer.GenerationSession(loaded, "the cat", cache_policy=cp.window(16)))
+    st = ExplorerState(str(checkpoints["mistral"]))
+    st.start(st.model_name, explorer.GenerationSession(loaded, "the cat sat on the mat"))
+    for _ in range(3):  # the lab compares the steps taken
+        st.session.step()
+    refusal_keeps_its_cause(
+        lambda: kv_cache.on_lab_run.__wrapped__(st, "window", 8, None, progress=lambda *a, **k: None)
+    )
+    refusal_keeps_its_cause(lambda: kv_cache.on_budget_curve.__wrapped__(st, progress=lambda *a, **k: None))
+    refusal_keeps_its_cause(lambda: kv_cache.restarted(st, cp.window(8)))
