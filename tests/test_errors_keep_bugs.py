@@ -3,6 +3,7 @@ broad catch turns a bug into a friendly message without the bug reaching the log
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -145,3 +146,17 @@ def test_a_policy_the_model_cannot_run_is_refused_with_the_policy_error_as_its_c
     )
     refusal_keeps_its_cause(lambda: kv_cache.on_budget_curve.__wrapped__(st, progress=lambda *a, **k: None))
     refusal_keeps_its_cause(lambda: kv_cache.restarted(st, cp.window(8)))
+
+
+def test_a_cached_config_this_version_cannot_read_is_logged_once_and_converted_again(tmp_path, caplog):
+    """A TypeError from ModelConfig.from_json (fields it does not take) is no damaged file: the
+    log says what it is, once, and that the model will be converted again (issue 42: silently,
+    on every start)."""
+    source = {"gguf": "model.gguf", "size": 1, "format": 1}
+    (tmp_path / "source.json").write_text(json.dumps(source))
+    (tmp_path / checkpoint_files.OUR_CONFIG).write_text(json.dumps({"a_field_of_another_version": 1}))
+    with caplog.at_level(logging.WARNING, logger="decoder_explorer"):
+        assert checkpoint_files.read_converted(tmp_path, source) is None
+    said = [r.getMessage() for r in caplog.records if r.name == "decoder_explorer"]
+    assert len(said) == 1, said
+    assert "TypeError" in said[0] and "a_field_of_another_version" in said[0] and "converting it again" in said[0]
