@@ -110,6 +110,21 @@ def test_the_experiment_helpers_compose_in_any_mix(checkpoints):
             explorer.GenerationSession(loaded, text, interventions=wrong)
 
 
+@pytest.mark.parametrize("name", ["gpt2", "marian"])
+def test_the_models_own_call_takes_the_helpers_interventions_in_any_mix(checkpoints, name):
+    """model(ids, interventions=[ablate_heads(...), ablate_sublayer(...)]): a list beside an
+    Intervention, as the session takes them (issue 42: 'list' object has no attribute 'tap')."""
+    loaded = explorer.load_model(str(checkpoints[name]), progress=False)
+    model, ids = loaded.model, torch.tensor([[1, 2, 3, 4]])
+    heads, sublayer = explorer.ablate_heads({0: [0]}), explorer.ablate_sublayer(0, "mlp")
+    with torch.no_grad():
+        memory = (model.encode(ids)[0],) if loaded.config.is_encoder_decoder else ()
+        mixed = model(ids, *memory, interventions=[heads, sublayer]).logits
+        flat = model(ids, *memory, interventions=[*heads, sublayer]).logits
+        plain = model(ids, *memory).logits
+    assert torch.equal(mixed, flat) and not torch.equal(mixed, plain)
+
+
 def refusal_keeps_its_cause(call) -> InputError:
     """The InputError ``call`` raises, with the PolicyError it came from as its cause (issue 42:
     ``from None`` left the log unable to tell a policy's bug from a refusal)."""
