@@ -157,9 +157,21 @@ class StepBatcher:
             try:
                 results = step_together([request.session for request in batch], self.stats)
             except Exception as error:  # never leave a user waiting forever
-                results = [error] * len(batch)
+                results = [_own_copy(error) for _ in batch]  # each thread raises its own
             if os.environ.get("DECODER_EXPLORER_PROFILE"):  # the benchmarks: how big the passes were, how long
                 ms = (time.perf_counter() - started) * 1000
                 log.info("profile batch %d sessions %.1f ms (alone: %d)", len(batch), ms, self.stats.fell_back)
             for request, result in zip(batch, results, strict=True):
                 request.result.set_result(result)
+
+
+def _own_copy(error: Exception) -> Exception:
+    """A copy of ``error`` for one waiting thread, ``error`` its cause: one exception object
+    raised in many threads at once would gather all their tracebacks and contexts."""
+    try:
+        own = type(error).__new__(type(error), *error.args)  # no __init__: its arguments may differ
+        own.__dict__.update(vars(error))
+    except Exception:  # an exception that cannot be copied: the one object, as before
+        return error
+    own.__cause__ = error
+    return own

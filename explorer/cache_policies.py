@@ -269,7 +269,7 @@ def parse_policy(spec: object) -> CachePolicy:
         try:
             return quantized(quantization.n_bits, quantization.group, quantization.recent, under=parse_policy(under))
         except PolicyError as error:
-            raise InputError(f"The session's cache policy {spec!r}: {error}") from None
+            raise InputError(f"The session's cache policy {spec!r}: {error}") from error
     name, *numbers = spec.split(":")
     in_cache = name in ("window", "sinks") and numbers[-1:] == ["cache"]
     numbers = numbers[:-1] if in_cache else numbers
@@ -284,4 +284,4 @@ def parse_policy(spec: object) -> CachePolicy:
     try:
         return makers[name](*values, cache_positions=True) if in_cache else makers[name](*values)
     except PolicyError as error:
-        raise InputError(f"The session's cache policy {spec!r}: {error}") from None
+        raise InputError(f"The session's cache policy {spec!r}: {error}") from error

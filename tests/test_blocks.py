@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import gradio as gr
 from gradio.state_holder import SessionState
 
-from explorer.ui.blocks import EMPTY_UPDATE, ExplorerBlocks
+from explorer.ui.gradio_private import EMPTY_UPDATE, ExplorerBlocks
 
 
 def run(blocks_class, returned):

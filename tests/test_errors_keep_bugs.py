@@ -3,6 +3,7 @@ broad catch turns a bug into a friendly message without the bug reaching the log
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -107,3 +108,70 @@ def test_the_experiment_helpers_compose_in_any_mix(checkpoints):
     for wrong in ("decoder.0.mlp", [{"tap": "decoder.0.mlp"}], 3):
         with pytest.raises(TypeError, match="interventions must be Interventions"):
             explorer.GenerationSession(loaded, text, interventions=wrong)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "marian"])
+def test_the_models_own_call_takes_the_helpers_interventions_in_any_mix(checkpoints, name):
+    """model(ids, interventions=[ablate_heads(...), ablate_sublayer(...)]): a list beside an
+    Intervention, as the session takes them (issue 42: 'list' object has no attribute 'tap')."""
+    loaded = explorer.load_model(str(checkpoints[name]), progress=False)
+    model, ids = loaded.model, torch.tensor([[1, 2, 3, 4]])
+    heads, sublayer = explorer.ablate_heads({0: [0]}), explorer.ablate_sublayer(0, "mlp")
+    with torch.no_grad():
+        memory = (model.encode(ids)[0],) if loaded.config.is_encoder_decoder else ()
+        mixed = model(ids, *memory, interventions=[heads, sublayer]).logits
+        flat = model(ids, *memory, interventions=[*heads, sublayer]).logits
+        plain = model(ids, *memory).logits
+    assert torch.equal(mixed, flat) and not torch.equal(mixed, plain)
+
+
+def refusal_keeps_its_cause(call) -> InputError:
+    """The InputError ``call`` raises, with the PolicyError it came from as its cause (issue 42:
+    ``from None`` left the log unable to tell a policy's bug from a refusal)."""
+    from explorer.cache_policies import PolicyError
+
+    with pytest.raises(InputError) as refused:
+        call()
+    assert isinstance(refused.value.__cause__, PolicyError), f"{refused.value!r} lost its cause"
+    return refused.value
+
+
+@pytest.mark.parametrize("spec", ["window:0", "int8:32:16+window:8:cache"])
+def test_a_policy_written_wrong_is_refused_with_the_policy_error_as_its_cause(spec):
+    from explorer import cache_policies as cp
+
+    refusal_keeps_its_cause(lambda: cp.parse_policy(spec))
+
+
+def test_a_policy_the_model_cannot_run_is_refused_with_the_policy_error_as_its_cause(checkpoints):
+    """Mistral's sliding layers evict keys already: the session, and each of the KV-cache lab's
+    events, refuse an evicting cache, keeping the PolicyError that says why."""
+    from explorer import cache_policies as cp
+    from explorer.ui.tabs import kv_cache
+    from explorer.present.views import ExplorerState
+
+    loaded = explorer.load_model(str(checkpoints["mistral"]), progress=False)
+    refusal_keeps_its_cause(lambda: explorer.GenerationSession(loaded, "the cat", cache_policy=cp.window(16)))
+    st = ExplorerState(str(checkpoints["mistral"]))
+    st.start(st.model_name, explorer.GenerationSession(loaded, "the cat sat on the mat"))
+    for _ in range(3):  # the lab compares the steps taken
+        st.session.step()
+    refusal_keeps_its_cause(
+        lambda: kv_cache.on_lab_run.__wrapped__(st, "window", 8, None, progress=lambda *a, **k: None)
+    )
+    refusal_keeps_its_cause(lambda: kv_cache.on_budget_curve.__wrapped__(st, progress=lambda *a, **k: None))
+    refusal_keeps_its_cause(lambda: kv_cache.restarted(st, cp.window(8)))
+
+
+def test_a_cached_config_this_version_cannot_read_is_logged_once_and_converted_again(tmp_path, caplog):
+    """A TypeError from ModelConfig.from_json (fields it does not take) is no damaged file: the
+    log says what it is, once, and that the model will be converted again (issue 42: silently,
+    on every start)."""
+    source = {"gguf": "model.gguf", "size": 1, "format": 1}
+    (tmp_path / "source.json").write_text(json.dumps(source))
+    (tmp_path / checkpoint_files.OUR_CONFIG).write_text(json.dumps({"a_field_of_another_version": 1}))
+    with caplog.at_level(logging.WARNING, logger="decoder_explorer"):
+        assert checkpoint_files.read_converted(tmp_path, source) is None
+    said = [r.getMessage() for r in caplog.records if r.name == "decoder_explorer"]
+    assert len(said) == 1, said
+    assert "TypeError" in said[0] and "a_field_of_another_version" in said[0] and "converting it again" in said[0]

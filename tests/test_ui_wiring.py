@@ -97,7 +97,7 @@ CHOICES = {
 def test_the_demo_builds_with_every_event_wired():
     """Every button has its click, every tab its select, every choice its event: named, so that a
     wire left out fails here (the demo itself builds too)."""
-    from explorer.ui.blocks import ExplorerBlocks
+    from explorer.ui.gradio_private import ExplorerBlocks
 
     app.build_demo()
     with ExplorerBlocks() as demo:

@@ -118,9 +118,27 @@ def read_converted(folder: Path, source: dict) -> tuple[ModelConfig, dict[str, t
     try:
         if json.loads((folder / "source.json").read_text()) != source:
             return None
-        config = ModelConfig.from_json((folder / OUR_CONFIG).read_text())
+        config = cached_config(folder)
+        if config is None:
+            return None
         return config, load_file(str(folder / "model.safetensors"))
-    except (OSError, ValueError, TypeError, SafetensorError):
+    except (OSError, ValueError, SafetensorError):
+        return None
+
+
+def cached_config(folder: Path) -> ModelConfig | None:
+    """The cached conversion's config, or None (logged: the conversion then runs again, about 15 s
+    for SmolLM2, on every start while it fails) when its fields are not ModelConfig's: written by
+    another version of this code, or a bug in writing or reading it. OSError and a damaged JSON
+    (ValueError) go to the caller, as an absent or damaged cache."""
+    text = (folder / OUR_CONFIG).read_text()
+    try:
+        return ModelConfig.from_json(text)
+    except TypeError as error:
+        log.warning(
+            "The converted model in %s has a config this version cannot read (TypeError: %s); converting it again.",
+            folder, error,
+        )  # fmt: skip
         return None
 
 

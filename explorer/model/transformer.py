@@ -21,7 +21,7 @@ from .layers import DecoderLayer, EncoderLayer
 from .norms import make_norm
 from .paged import PagedStore, store_of
 from .positions import RelativePositionBias, RotaryPositions, SinusoidalPositions, embedding_scale
-from .taps import Intervention, Tap, name_taps, tapping
+from .taps import Intervention, Tap, flat_interventions, name_taps, tapping
 from .trace import NOTHING, Record, Trace
 
 
@@ -294,9 +294,10 @@ class DecoderOnlyLM(LanguageModel):
         With a cache, ``ids`` are the new tokens: their keys and values join the cache and
         they attend over everything cached before them. ``causal=False`` removes the mask,
         which only the explorer's sandbox does, to show the future leaking. ``interventions``
-        change named taps' tensors during the pass (see explorer/model/interventions.py).
+        change named taps' tensors during the pass (see explorer/model/interventions.py), in any
+        mix the experiment helpers return (ablate_heads' list beside ablate_sublayer's one).
         """
-        return self._decode(ids, None, cache, record, last_only, causal, interventions)
+        return self._decode(ids, None, cache, record, last_only, causal, flat_interventions(interventions))
 
 
 class EncoderDecoderLM(LanguageModel):
@@ -326,7 +327,7 @@ class EncoderDecoderLM(LanguageModel):
         causal: bool = True,
         interventions: Sequence[Intervention] = (),
     ) -> Output:
-        return self._decode(target_ids, memory, cache, record, last_only, causal, interventions)
+        return self._decode(target_ids, memory, cache, record, last_only, causal, flat_interventions(interventions))
 
 
 def build_model(config: ModelConfig) -> LanguageModel:

@@ -125,7 +125,7 @@ class GenerationSession:
         try:
             self.cache_policy.check(self.config)
         except PolicyError as error:
-            raise InputError(str(error)) from None
+            raise InputError(str(error)) from error
 
     def new_cache(self) -> KVCache:
         """An empty cache under this session's policy."""

@@ -22,8 +22,8 @@ from explorer.loading.checkpoints import import_tokenizer_classes
 from explorer.present.tabs import TABS
 from explorer.serve.replicas import SECRET_ENV, TRUSTED_PROXY_ENV
 from explorer.ui import absent_packages, api, events, health, lesson_events, lifecycle, source, workshop_events
-from explorer.ui.blocks import ExplorerBlocks
 from explorer.ui.features import FEATURES, after_event_hooks
+from explorer.ui.gradio_private import ExplorerBlocks, set_on_queue
 from explorer.ui.layout import (
     CSS,
     PAGE_SCRIPT,
@@ -251,18 +251,12 @@ def calmer_queue(demo: gr.Blocks) -> None:
     """Take from Gradio's queue two chores that hold the GIL, which the thread that runs the model
     takes back after most of its ~2,400 PyTorch calls a pass (a busy Python thread beside it makes
     a pass many times slower: bench/bench_gil.py). Gradio has no setting for either: its queue's
-    attributes are set, and tests/test_errors.py fails if a Gradio release renames them."""
-    set_on_queue(demo._queue, "sleep_when_free", queue_idle_s())
+    attributes are set (explorer.ui.gradio_private), and tests/test_gradio_private.py fails if a
+    Gradio release renames them."""
+    set_on_queue(demo, "sleep_when_free", queue_idle_s())
     # After every event Gradio summed up its last 10,000 events with pandas (2-14 ms, more as it
     # recorded more: bench/bench_gil.py) for its monitoring page only, which the app turns off (start).
-    set_on_queue(demo._queue, "ANAYLTICS_CACHE_FREQUENCY", sys.maxsize)  # (Gradio's spelling)
-
-
-def set_on_queue(queue, name: str, value) -> None:
-    if not hasattr(queue, name):
-        logging.getLogger("decoder_explorer").warning("Gradio's queue has no %s: its own stays", name)
-        return
-    setattr(queue, name, value)
+    set_on_queue(demo, "ANAYLTICS_CACHE_FREQUENCY", sys.maxsize)  # (Gradio's spelling)
 
 
 def queue_idle_s() -> float:

@@ -20,6 +20,7 @@ import secrets
 from fastapi.responses import JSONResponse
 
 from explorer.serve.replicas import REPLICA_ENV  # set by explorer.serve for each replica: r1, r2, ...
+from explorer.ui.gradio_private import serve_ahead_of_gradio
 
 
 def server_name() -> str:
@@ -38,5 +39,4 @@ async def health_route() -> JSONResponse:
 
 def add_routes(app) -> None:
     """``GET /health``, ahead of Gradio's own routes (the app is Gradio's FastAPI app)."""
-    app.add_api_route("/health", health_route, methods=["GET"])
-    app.router.routes.insert(0, app.router.routes.pop())
+    serve_ahead_of_gradio(app, "/health", health_route, ["GET"])

@@ -2,7 +2,7 @@
 in the page.
 
 Its value is the figure the views build in Plotly's form (``explorer.viz.attention_heatmap``,
-with the overview of ``explorer.viz.window``), and ``heatmap.js`` draws it: canvases of one pixel
+with the overview of ``explorer.viz.window``), and ``static/heatmap.js`` draws it: canvases of one pixel
 per cell under one SVG of labels and outlines. A Step adds one row to these views, and Plotly
 lays out a whole figure anew on every update (its axes, ticks and colour bar: 35-80 ms a Step,
 bench/bench_ui.py); this draws the same cells, labels, outlines and hover text in 3-8 ms. Drag
@@ -16,7 +16,9 @@ from pathlib import Path
 
 import gradio as gr
 
-SCRIPT = (Path(__file__).with_name("heatmap.js")).read_text()
+STATIC = Path(__file__).parent / "static"
+# The pure parts first (colours, ticks, titles, hover text: tested in node, tests/js/), then the drawing.
+SCRIPT = "\n".join((STATIC / name).read_text(encoding="utf-8") for name in ("heatmap_parts.js", "heatmap.js"))
 
 TEMPLATE = """
 <div class="attention-tools">

@@ -22,12 +22,12 @@ FASTEST = 1  # zlib's level: the image is small and goes to a browser on the sam
 def png_file(image) -> str:
     """The path of ``image`` (a PIL image) saved as PNG in Gradio's cache."""
     # Imported here: a module of the page that needs Gradio only when it writes a file.
-    from gradio.utils import get_upload_folder
+    from explorer.ui.gradio_private import upload_folder
 
     with io.BytesIO() as buffer:
         image.save(buffer, format="png", compress_level=FASTEST)
         data = buffer.getvalue()
-    folder = Path(get_upload_folder()) / hashlib.sha256(data).hexdigest()[:40]
+    folder = Path(upload_folder()) / hashlib.sha256(data).hexdigest()[:40]
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "image.png"
     if not path.exists():  # the same image again (an undo and a redo): the same file

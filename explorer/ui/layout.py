@@ -35,11 +35,6 @@ MINE_KEY = "decoder-explorer-workshops-started"  # the workshops this browser st
 TEXT_ENV = "DECODER_EXPLORER_TEXT"  # the text a page opens with (python -m explorer --text)
 
 
-def _rgb(hex_colour: str) -> str:
-    """'#fdae6b' as a browser writes it in a style, 'rgb(253, 174, 107)' or 'rgba(...)': '253, 174, 107'."""
-    return "{}, {}, {}".format(*(int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)))
-
-
 # Images that take clicks are buttons in Gradio, named by nothing (an image without alt text):
 # what a screen reader says for each.
 BUTTON_NAMES = {
@@ -52,7 +47,6 @@ CSS = static("page.css") + "".join(static(name) for feature in FEATURES for name
 TEACHER_LINK = static("teacher_link.js")  # a teacher link's secret taken out of the address (returned)
 PAGE_SCRIPT = (
     static("page.js")
-    .replace("__QUERY_RGB__", _rgb(views.STRIP_COLORS["query"]))
     .replace("__BUTTON_NAMES__", json.dumps(BUTTON_NAMES))
     .replace("__TEACHER_LINK__", TEACHER_LINK)
     .replace("__COVERED__", json.dumps(answer_cover.COVERED))

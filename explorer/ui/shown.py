@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from gradio.components.plot import PlotData
-
 from explorer.analysis import snapshot
 from explorer.present import model_store
 from explorer.present.views import ExplorerState
+from explorer.ui import gradio_private
 from explorer.viz.colours import recoloured
 from explorer.viz.figure_json import figure_json
 
@@ -27,11 +26,11 @@ def with_download(figure: dict, st: ExplorerState, name: str) -> dict:
     return {**recoloured(figure, st.colour_scale), "config": {"displaylogo": False, "toImageButtonOptions": download}}
 
 
-def shown_plot(st: ExplorerState, figure: dict | None, name: str) -> PlotData | None:
+def shown_plot(st: ExplorerState, figure: dict | None, name: str) -> gradio_private.PlotData | None:
     """A figure dict straight to gr.Plot's payload (given a go.Figure, Gradio would validate it first)."""
     if figure is None:
         return None
-    return PlotData(type="plotly", plot=figure_json(with_download(figure, st, name)))
+    return gradio_private.plot_data(figure_json(with_download(figure, st, name)))
 
 
 def shown_heatmap(st: ExplorerState, figure: dict | None, name: str) -> dict | None:

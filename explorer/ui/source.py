@@ -12,6 +12,7 @@ from pathlib import Path
 from fastapi.responses import PlainTextResponse
 
 import explorer.model
+from explorer.ui.gradio_private import serve_ahead_of_gradio
 
 MODEL_DIR = Path(explorer.model.__file__).resolve().parent
 ROUTE = "/source/explorer/model/{name}"
@@ -34,5 +35,4 @@ async def source_route(name: str) -> PlainTextResponse:
 
 def add_routes(app) -> None:
     """The route, ahead of Gradio's own ones (the app is Gradio's FastAPI app)."""
-    app.add_api_route(ROUTE, source_route, methods=["GET"])
-    app.router.routes.insert(0, app.router.routes.pop())
+    serve_ahead_of_gradio(app, ROUTE, source_route, ["GET"])

@@ -15,6 +15,7 @@ from fastapi.responses import PlainTextResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from explorer.errors import as_sentence
+from explorer.ui.gradio_private import serve_ahead_of_gradio
 from explorer.workshop import WorkshopError, Workshops
 
 PATH = "workshop/answers.csv"  # relative: the page may be served under a prefix
@@ -37,5 +38,4 @@ def add_route(app, store: Callable[[], Workshops]) -> None:
         headers["Content-Disposition"] = f'attachment; filename="{name}"'
         return Response(data.encode("utf-8"), media_type="text/csv; charset=utf-8", headers=headers)
 
-    app.add_api_route(f"/{PATH}", download_route, methods=["GET"])
-    app.router.routes.insert(0, app.router.routes.pop())
+    serve_ahead_of_gradio(app, f"/{PATH}", download_route, ["GET"])

@@ -33,6 +33,7 @@ from starlette.concurrency import run_in_threadpool
 
 from explorer.errors import as_sentence
 from explorer.ui import workshop_gate
+from explorer.ui.gradio_private import serve_ahead_of_gradio
 from explorer.ui.workshop_gate import NO_STORE, TooManyMisses
 from explorer.workshop import Seat, StudentRound, WorkshopError, Workshops
 from explorer.workshop.questions import HIDING_KINDS
@@ -221,5 +222,4 @@ def add_routes(app, store: Callable[[], Workshops]) -> None:
         return await answered(request, lambda asked: send_answer(store(), asked, pace))
 
     for path, route in (("/workshop/round", round_route), ("/workshop/answer", answer_route)):
-        app.add_api_route(path, route, methods=["POST"])
-        app.router.routes.insert(0, app.router.routes.pop())
+        serve_ahead_of_gradio(app, path, route, ["POST"])

@@ -32,6 +32,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from explorer.ui import workshop_gate
+from explorer.ui.gradio_private import serve_ahead_of_gradio
 from explorer.ui.workshop_gate import TooManyMisses
 from explorer.workshop import WorkshopError
 
@@ -178,5 +179,4 @@ def add_routes(app, store: Callable[[], Workshops]) -> None:
         role, seated = seat
         return await watcher[0].wait(asked["code"], role, seen[:200] if isinstance(seen, str) else "", seated)
 
-    app.add_api_route("/workshop/wait", wait_route, methods=["POST"])
-    app.router.routes.insert(0, app.router.routes.pop())
+    serve_ahead_of_gradio(app, "/workshop/wait", wait_route, ["POST"])

@@ -6,7 +6,7 @@ of weight look like equal steps of colour) and stay readable with the common col
 deficiencies (cividis was made for them); both go from dark (0) to light (1).
 
 A masked cell (a future token) is never a colour of the scale: grey for "blues", white for the
-others, and drawn hatched (``explorer/ui/heatmap.js``, ``explorer.viz.thumbnails``), so it can be
+others, and drawn hatched (``explorer/ui/static/heatmap.js``, ``explorer.viz.thumbnails``), so it can be
 told from a weight of zero without relying on hue.
 """
 

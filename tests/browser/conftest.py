@@ -206,6 +206,15 @@ def tracebacks(log: str) -> list[str]:
     return found
 
 
+@pytest.fixture(scope="session", autouse=True)
+def waits_say_what_they_waited_for():
+    """A wait that times out names its condition and the test's line (tests/browser/waits.py)."""
+    from tests.browser.waits import named_waits
+
+    with named_waits():
+        yield
+
+
 @pytest.fixture(scope="session")
 def browser():
     from playwright.sync_api import sync_playwright

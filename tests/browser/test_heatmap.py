@@ -1,4 +1,4 @@
-"""The self-attention heatmap, drawn by the page's own component (explorer/ui/heatmap.js), shows
+"""The self-attention heatmap, drawn by the page's own component (explorer/ui/static/heatmap.js), shows
 the model's weights: its pixels, its hover text and its zoom are read back and checked against a
 session run in this process (greedy, so the same tokens as the page's)."""
 

@@ -1,14 +1,22 @@
 // What the page runs once it has loaded (Gradio's launch js; explorer/ui/layout.py fills in
-// __QUERY_RGB__, the strip's colour for the query token, the button names and the teacher link's part from Python).
+// the button names and the teacher link's part from Python).
 () => {
   // A teacher link's secret out of the address at once (static/teacher_link.js), before anything
   // else this script does: kept for the page's load event, which sends it in a request's body.
   (__TEACHER_LINK__)();
 
-  // The strip's tokens, and which one is the query (the strip gives it the query's colour; -1 when
-  // none is picked): read by the first two parts below.
+  // The strip's tokens, and which one is the query (-1 when none is picked): read by the first two
+  // parts below. Gradio's HighlightedText writes a token's category nowhere in the page, only its
+  // colour; the strip's own legend says which colour is "query", so no colour is written here and
+  // a change of palette in Python (explorer/viz/labels.py) cannot part the two.
   const tokens = () => Array.from(document.querySelectorAll('#token-strip .token'));
-  const queryIndex = all => all.findIndex(t => t.style.backgroundColor.includes('__QUERY_RGB__'));
+  const rgbOf = colour => (colour.match(/[\d.]+/g) || []).slice(0, 3).join(',');  // rgba()'s alpha aside
+  const queryIndex = all => {
+    const legend = Array.from(document.querySelectorAll('#token-strip .legend-item'))
+      .find(item => item.textContent.trim() === 'query');
+    const colour = legend && rgbOf(legend.style.backgroundColor);
+    return colour ? all.findIndex(t => rgbOf(t.style.backgroundColor) === colour) : -1;
+  };
   // ``fn`` once per animation frame after anything in the page changed (Gradio redrew a part):
   // read by the charts' labels and the workshop's question below.
   const whenPageChanges = fn => {

@@ -161,7 +161,7 @@ def on_lab_run(st, name, budget, sinks, progress=gr.Progress()) -> Updates:
     try:
         run = run_policy(st.session, policy)
     except cp.PolicyError as error:
-        raise InputError(str(error)) from None
+        raise InputError(str(error)) from error
     st.keep("cache_lab", run)
     return {**{k: v for k, v in figures(st).items() if k != "timing_plot"}, "lab_info": lab_summary(run)}
 
@@ -191,7 +191,7 @@ def restarted(st: ExplorerState, policy) -> Updates:
     try:
         session = st.session.with_cache_policy(policy)
     except cp.PolicyError as error:
-        raise InputError(str(error)) from None
+        raise InputError(str(error)) from error
     st.start(st.model_name, session)
     return render.render(st, full=True)
 
@@ -235,7 +235,7 @@ def on_budget_curve(st, progress=gr.Progress()) -> Updates:
     try:
         cp.window(16).check(loaded.config)  # T5 and sliding-window models are refused by name
     except cp.PolicyError as error:
-        raise InputError(str(error)) from None
+        raise InputError(str(error)) from error
     n_caches = len(cp.curve_policies(CURVE_BUDGETS, loaded.config.head_dim, rotary=loaded.config.positions == "rope"))
     progress(0, desc=f"Scoring {n_caches} caches on {CURVE_TOKENS} tokens")
     rows, n_tokens = curve_of(loaded, lambda done: progress(done, desc=f"Scoring {n_caches} caches"))

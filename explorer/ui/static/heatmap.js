@@ -1,4 +1,4 @@
-// The attention heatmap, drawn in the page (explorer/ui/heatmap.py).
+// The attention heatmap, drawn in the page (explorer/ui/heatmap.py; its pure parts: heatmap_parts.js).
 //
 // It reads the figure the server builds in Plotly's form (explorer/viz/heatmap.py, window.py):
 // data[0] is the heatmap (z as a typed array, x and y labels, colour scale, hover template),
@@ -17,8 +17,9 @@
   const NS = "http://www.w3.org/2000/svg";
   const FONT = "'Open Sans', Arial, sans-serif";
   const COLORBAR_SPACE = 64; // the colour bar and its labels, right of the plot
-  const KEY_LABELS = 32; // as explorer/viz/heatmap.py: when zoomed, every k-th label of the range
-  const QUERY_LABELS = 48;
+  // The pure parts (static/heatmap_parts.js, put before this script by explorer/ui/heatmap.py).
+  const { KEY_LABELS, QUERY_LABELS, hexRgb, palette, fitted, niceStep, fill } = heatmapParts;
+  const ticks = (...args) => heatmapParts.ticks(Boolean(zoom), ...args); // zoomed: every k-th label
   let zoom = null; // {r0, r1, c0, c1}: the rows and columns shown, or null for all
   let drawn = null; // what the last draw placed where, for the hover and the zoom
   let textScale = 1; // 1, or larger in presenter mode
@@ -31,27 +32,6 @@
     for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
     const [rows, cols] = String(z.shape).split(",").map(Number);
     return { values: new KINDS[z.dtype](bytes.buffer), rows, cols };
-  }
-
-  function hexRgb(hex) {
-    const n = parseInt(hex.slice(1), 16);
-    return [(n >> 16) & 255, (n >> 8) & 255, n & 255];
-  }
-
-  // 256 colours along the scale's stops (linear in RGB between stops, as Plotly interpolates).
-  function palette(scale) {
-    const stops = scale.map(([at, hex]) => [at, hexRgb(hex)]);
-    const out = new Uint8ClampedArray(256 * 3);
-    for (let i = 0; i < 256; i++) {
-      const v = i / 255;
-      let k = 1;
-      while (k < stops.length - 1 && stops[k][0] < v) k++;
-      const [a, ca] = stops[k - 1],
-        [b, cb] = stops[k];
-      const t = b > a ? Math.min(1, Math.max(0, (v - a) / (b - a))) : 0;
-      for (let c = 0; c < 3; c++) out[i * 3 + c] = ca[c] + (cb[c] - ca[c]) * t;
-    }
-    return out;
   }
 
   // Paint the cells r0..r1 x c0..c1 into a canvas, one pixel per cell (the page scales it up
@@ -118,35 +98,6 @@
     const lines = String(text).split("<br>");
     const spans = lines.map((line, i) => `<tspan x="${x}" dy="${i ? "1.2em" : 0}">${escapeText(line)}</tspan>`);
     return `<text x="${x}" y="${y}" ${attrs}>${spans.join("")}</text>`;
-  }
-
-  // Which labels of first..last to show: the figure's own ticks, or every k-th when zoomed.
-  // Which labels of first..last to show: the figure's own ticks, or every k-th when zoomed; then
-  // fewer where they would stand closer than `gap` pixels (a narrow screen, a phone).
-  function ticks(labels, axis, first, last, most, cellPixels, gap) {
-    let shown = axis.tickvals.map((v, k) => [labels.indexOf(v), axis.ticktext[k]]);
-    if (zoom) {
-      const step = Math.ceil((last - first) / most);
-      shown = [];
-      for (let i = first; i < last; i += step) shown.push([i, labels[i]]);
-    }
-    const apart = shown.length > 1 ? (shown[1][0] - shown[0][0]) * cellPixels : gap;
-    const every = Math.max(1, Math.ceil(gap / apart));
-    return shown.filter((_, k) => k % every === 0);
-  }
-
-  // A title longer than `chars` characters, in two lines broken at the ", " nearest its middle.
-  function fitted(title, chars) {
-    if (title.length <= chars || !title.includes(", ")) return title;
-    const cuts = [...title.matchAll(/, /g)].map((m) => m.index);
-    const cut = cuts.reduce((a, b) => (Math.abs(b - title.length / 2) < Math.abs(a - title.length / 2) ? b : a));
-    return `${title.slice(0, cut + 1)}<br>${title.slice(cut + 2)}`;
-  }
-
-  function niceStep(n) {
-    const raw = n / 5,
-      ten = 10 ** Math.floor(Math.log10(raw));
-    return [1, 2, 5, 10].map((m) => m * ten).find((s) => s >= raw);
   }
 
   // Masked cells (NaN) drawn over their colour, one path for each kind, so that they are told
@@ -416,14 +367,6 @@
     figureBox.drawMs = figureBox.drawnAt - started;
     figureBox.dispatchEvent(new CustomEvent("drawn", { detail: { started, ms: figureBox.drawMs } }));
     download.textContent = `⤓ ${(figure.config?.toImageButtonOptions?.format || "png").toUpperCase()}`;
-  }
-
-  // The hover: the cell under the pointer, in the trace's own hover template.
-  function fill(template, values) {
-    return template.replace("<extra></extra>", "").replace(/%\{(\w)(?::\.(\d)f)?\}/g, (_, key, digits) => {
-      const v = values[key];
-      return digits !== undefined && typeof v === "number" ? v.toFixed(Number(digits)) : v;
-    });
   }
 
   function cellAt(event) {
