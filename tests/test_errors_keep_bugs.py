@@ -147,8 +147,8 @@ def test_a_policy_the_model_cannot_run_is_refused_with_the_policy_error_as_its_c
     """Mistral's sliding layers evict keys already: the session, and each of the KV-cache lab's
     events, refuse an evicting cache, keeping the PolicyError that says why."""
     from explorer import cache_policies as cp
-    from explorer.ui.tabs import kv_cache
     from explorer.present.views import ExplorerState
+    from explorer.ui.tabs import kv_cache
 
     loaded = explorer.load_model(str(checkpoints["mistral"]), progress=False)
     refusal_keeps_its_cause(lambda: explorer.GenerationSession(loaded, "the cat", cache_policy=cp.window(16)))

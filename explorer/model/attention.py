@@ -185,4 +185,4 @@ class MultiHeadAttention(nn.Module):
             self.v(kv.new_values)
         if isinstance(kv, PaddedKV):
             return attention_kernels.fused(q, kv.keys, kv.values, kv.mask(self.window), self.scale)
-        return attention_kernels.rows(q, kv.rows, self.scale, self.window)
+        return attention_kernels.rows(q, kv.rows, self.scale, self.window, formula=attention)

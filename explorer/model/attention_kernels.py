@@ -10,10 +10,15 @@ numbers (the tests check each against the written-out formula), without the (Tq 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
 from .cache import LayerKV
+
+# attention.attention: (q, keys, values, mask, scale) -> (z, probs)
+Formula = Callable[..., tuple[torch.Tensor, torch.Tensor]] | None
 
 
 def fused(
@@ -34,21 +39,24 @@ def fused(
     return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale, enable_gqa=grouped)
 
 
-def rows(q: torch.Tensor, kv_rows: list[LayerKV], scale: float | None, window: int | None = None) -> torch.Tensor:
-    """(B, heads, 1, hd): row b's one new query (q[b]) over row b's own keys and values."""
+def rows(
+    q: torch.Tensor, kv_rows: list[LayerKV], scale: float | None, window: int | None = None, formula: Formula = None
+) -> torch.Tensor:
+    """(B, heads, 1, hd): row b's one new query (q[b]) over row b's own keys and values. A row
+    whose cache scores its keys by the attention they receive (H2O) is computed by ``formula``
+    (``attention.attention``, passed in: that module imports this one) and hands it the weights."""
     if q.shape[2] != 1:
         raise ValueError("a batched step adds one token per row")
     reach = slice(-window, None) if window else slice(None)  # a sliding layer's last keys
-    return torch.cat([_row(q[b : b + 1], row, reach, scale) for b, row in enumerate(kv_rows)])
+    return torch.cat([_row(q[b : b + 1], row, reach, scale, formula) for b, row in enumerate(kv_rows)])
 
 
-def _row(q: torch.Tensor, row: LayerKV, reach: slice, scale: float | None) -> torch.Tensor:
-    """(1, heads, 1, hd) one row's query over its cache; a cache that scores its keys by the
-    attention they receive (H2O) gets the weights, written out."""
+def _row(q: torch.Tensor, row: LayerKV, reach: slice, scale: float | None, formula: Formula) -> torch.Tensor:
+    """(1, heads, 1, hd) one row's query over its cache."""
     if row.on_attention is None:
         return fused(q, row.keys[:, :, reach], row.values[:, :, reach], None, scale)
-    from .attention import attention  # the formula (attention.py imports this module: imported here)
-
-    z, probs = attention(q, row.keys, row.values, None, scale)
+    if formula is None:
+        raise ValueError("a cache that scores keys by attention needs the formula")
+    z, probs = formula(q, row.keys, row.values, None, scale)
     row.on_attention(probs)
     return z

@@ -8,6 +8,7 @@ mask) for the layer it shows, when it shows it (``explorer/model/attention.py``'
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 
 import numpy as np
@@ -92,6 +93,13 @@ class GrowingKept:
     def nbytes(self) -> int:
         return sum(rows.nbytes for rows in (*self._queries, *self._keys))
 
+    def fork(self) -> GrowingKept:
+        """A copy (small: a translator's few layers of queries; the source's keys are shared, read only)."""
+        other = copy.copy(self)
+        other._queries = [copy.deepcopy(rows) for rows in self._queries]
+        other._keys = list(self._keys)
+        return other
+
 
 class PagedKept:
     """Self-attention's kept rows: the queries and keys of every position, in the model's record
@@ -134,6 +142,12 @@ class PagedKept:
     @property
     def nbytes(self) -> int:
         return self.sequence.nbytes
+
+    def fork(self) -> PagedKept:
+        """The same rows, their blocks shared until either writes (``PagedSequence.fork``)."""
+        other = copy.copy(self)
+        other.sequence, other.lengths = self.sequence.fork(), list(self.lengths)
+        return other
 
 
 def keep_batch(kept: list[PagedKept], trace: Trace, n_layers: int) -> None:
@@ -234,6 +248,12 @@ class AttentionInputs:
         None after that)."""
         self.kept.add(layer, queries, keys)
 
+    def fork(self) -> AttentionInputs:
+        """The same kept rows (forked); the probabilities a view computed are computed again on demand."""
+        other = copy.copy(self)
+        other.kept, other._computed = self.kept.fork(), None
+        return other
+
     def truncate(self, rows: int) -> None:
         self.kept.truncate(rows)
         if self._computed is not None:
@@ -330,6 +350,12 @@ class SessionAttention:
             name = f"decoder.{i}.cross_attn"
             keys = trace[f"{name}.k"][0] if f"{name}.k" in trace else None
             self.cross_inputs.add(i, trace[f"{name}.q"][0, :, -n_new:], keys)
+
+    def fork(self) -> SessionAttention:
+        """A copy for a forked session (``GenerationSession.fork``): the kept rows shared."""
+        other = copy.copy(self)
+        other.self_inputs, other.cross_inputs = self.self_inputs.fork(), self.cross_inputs.fork()
+        return other
 
     def truncate(self, rows: int) -> None:
         self.self_inputs.truncate(rows)

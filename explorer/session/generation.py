@@ -1,10 +1,10 @@
-"""One user's generation: the tokens so far, the cache, what attention is computed from, the timings.
+"""One user's generation, stepped: choose a token, append it, run it; undo; branch; fork.
 
-``GenerationSession`` knows nothing about Gradio. Every token in ``token_ids`` has been run
-through the model: the prompt in one pass when the session starts (the prefill), each
-generated token right after it is chosen (``explorer/session/step.py``). So the distribution for
-the next token is always ready, and the queries and keys of every token are kept for attention
-(``explorer/session/attention_store.py``).
+``GenerationSession`` is what the page, the notebook and the tests hold. Every token in
+``token_ids`` has been run through the model: the prompt in one pass when the session starts
+(the prefill, ``core.py``), each generated token right after it is chosen (``step.py``). So the
+distribution for the next token is always ready, and the queries and keys of every token are
+kept for attention (``attention_store.py``).
 
 With the cache on, a step adds one query and one key per layer; with it off, a step reruns the
 whole sequence and keeps only the new position's. Either way the attention matrix equals the one
@@ -13,292 +13,26 @@ a full forward pass gives (the tests check it).
 
 from __future__ import annotations
 
-import functools
+import copy
 from collections.abc import Sequence
 
-import numpy as np
-import torch
-
 from explorer.errors import InputError
-from explorer.loading import LoadedModel
-from explorer.model import ATTENTION, NOTHING, ContextWindowError, KVCache, Output, Record, Trace
-from explorer.model.cache_policy import CachePolicy, PolicyError
-from explorer.model.policy_cache import EvictionLog, PolicyCache
-from explorer.model.taps import Intervention, flat_interventions
-from explorer.model.trace import residual_stream_names
-from explorer.sampling import SamplingSettings, choose_token
-from explorer.session.attention_store import SessionAttention, decoder_position_bias
-from explorer.session.fork import fork_session
-from explorer.session.inputs import check_recorded_tokens, check_token_id, decoder_start_id, encode_input
-from explorer.session.results import SessionFinished, StepResult, StepTiming, TopToken
-from explorer.session.step import Step, timed, undo_last
-from explorer.tokens import continuation_texts, piece_texts
+from explorer.model.cache_policy import CachePolicy
+from explorer.model.taps import Intervention
+from explorer.session.core import MAX_SESSION_POSITIONS, SessionCore
+from explorer.session.inputs import check_recorded_tokens, check_token_id
+from explorer.session.results import StepResult
+from explorer.session.step import Step, undo_last
 
-MAX_SESSION_POSITIONS = 1024  # the explorer's cap, so that one session's memory stays bounded
+__all__ = ["MAX_SESSION_POSITIONS", "GenerationSession"]
 
 
-class GenerationSession:
+class GenerationSession(SessionCore):
     """Step through generation one token at a time; see what the model did at each step."""
-
-    def __init__(
-        self,
-        loaded: LoadedModel,
-        text: str,
-        use_cache: bool = True,
-        temperature: float = 0.0,
-        top_k: int = 0,
-        top_p: float = 1.0,
-        seed: int = 0,
-        chat: bool = False,
-        record_attention: bool = True,
-        n_top: int = 10,
-        max_positions: int | None = None,
-        interventions: Sequence[Intervention] = (),
-        cache_policy: CachePolicy | None = None,
-    ) -> None:
-        self.loaded = loaded
-        self.model = loaded.model
-        self.tokenizer = loaded.tokenizer
-        self.config = loaded.config
-        self.text = text
-        self.chat = chat
-        self.sampling = SamplingSettings(temperature, top_k, top_p, seed)
-        # A pass keeps the queries and keys that attention is computed from on demand.
-        self.record = Record.of("qk") if record_attention else NOTHING
-        self.n_top = n_top
-        cap = max_positions or MAX_SESSION_POSITIONS
-        self.max_positions = min(cap, self.config.max_positions)
-        # What every pass of this session changes at the model's taps (a branch: with_interventions).
-        self.interventions = flat_interventions(interventions)
-        self.use_cache = use_cache and not self.needs_whole_passes
-        # Which keys and values the cache keeps, and how precisely (explorer.cache_policies).
-        self.cache_policy = cache_policy if cache_policy is not None else CachePolicy()
-        self.eviction_log: EvictionLog | None = None
-        if self.under_policy:
-            self._check_policy(use_cache)
-        if self.cache_policy.bits is not None or self.cache_policy.in_cache_positions:
-            self.record = NOTHING  # what each query read changed later (a group quantized, a key turned to a new rank)
-        self.cache: KVCache | None = None
-        self.steps: list[StepResult] = []
-        self.timings: list[StepTiming] = []
-        self.source_ids: list[int] = []
-        self.memory: torch.Tensor | None = None
-        self.model_device = next(self.model.parameters()).device
-        bias = functools.partial(decoder_position_bias, self.model.decoder, self.model_device)  # T5's
-        self.attention = SessionAttention(self.config, self.max_positions, bias, self.model.record_store())
-        if self.cache_policy.evicts and "qk" in self.record:  # the views mask what each query's cache no longer held
-            self.eviction_log = EvictionLog(self.config.n_layers)
-            self.attention.self_inputs.evictions = self.eviction_log
-        self._next_logits: torch.Tensor | None = None  # (vocab,) for the next position
-        self.newest_residuals: torch.Tensor | None = None  # (layers + 1, d_model): see take_in
-
-        prompt_ids = encode_input(loaded, text, chat, self.max_positions)
-        if self.is_encoder_decoder:
-            self.source_ids = prompt_ids
-            self._run_encoder()
-            self.token_ids = [decoder_start_id(self.config)]
-        else:
-            self.token_ids = prompt_ids
-        self.prompt_length = len(self.token_ids)
-        self._token_texts = piece_texts(self.tokenizer, self.token_ids)  # kept in step with token_ids
-        self._source_texts = piece_texts(self.tokenizer, self.source_ids)
-        if self.use_cache:
-            self.cache = self.new_cache()
-        self.prefill_ms = self._process(self.prompt_length)
-
-    # ------------------------------------------------------------------ the cache and its policy
-    @property
-    def under_policy(self) -> bool:
-        """Whether the cache evicts or quantizes (not the full cache)."""
-        return self.cache_policy.evicts or self.cache_policy.bits is not None
-
-    def _check_policy(self, use_cache: bool) -> None:
-        if not isinstance(self.cache_policy, CachePolicy):
-            raise InputError(f"A cache policy comes from explorer.cache_policies, not {self.cache_policy!r}.")
-        if self.interventions:
-            raise InputError(
-                "A cache policy and interventions do not mix: a branch compares with its parent under the "
-                "full cache. Remove the interventions, or use the full cache."
-            )
-        if not use_cache:
-            raise InputError("A cache policy applies to the cache: turn the cache on.")
-        try:
-            self.cache_policy.check(self.config)
-        except PolicyError as error:
-            raise InputError(str(error)) from error
-
-    def new_cache(self) -> KVCache:
-        """An empty cache under this session's policy."""
-        if self.under_policy:
-            return PolicyCache(self.config.n_layers, self.cache_policy, self.eviction_log, self.model.decoder.rotary)
-        return self.model.new_cache()
-
-    def rebuild_cache(self) -> None:
-        """Run every token again into a new cache (an evicted entry cannot be taken back: undo
-        under a policy replays the tokens kept)."""
-        if self.eviction_log is not None:
-            self.eviction_log.clear()
-        self.cache = self.new_cache()
-        self.attention.truncate(0)
-        self._process(len(self.token_ids))
-
-    # ------------------------------------------------------------------ input
-    @property
-    def is_encoder_decoder(self) -> bool:
-        return self.config.is_encoder_decoder
-
-    def ids_tensor(self, ids: list[int]) -> torch.Tensor:
-        """(1, len(ids)) on the model's device (a GPU when the loader found one)."""
-        return torch.tensor([ids], device=self.model_device)
-
-    @torch.inference_mode()
-    def _run_encoder(self) -> None:
-        record = ATTENTION if "qk" in self.record else NOTHING
-        self.memory, trace = self.model.encode(self.ids_tensor(self.source_ids), record, self.interventions)
-        if "attention" in record:
-            self.attention.keep_encoder(trace)
-
-    # ------------------------------------------------------------------ the model pass
-    @torch.inference_mode()
-    def run_decoder(self, ids: torch.Tensor, cache: KVCache | None = None, **kwargs):
-        """The model's decoder over ``ids`` (1, T) with ``cache``; a translator's decoder also
-        reads the encoder's memory of this session's source. Changes nothing in the session.
-        The session's interventions apply unless ``interventions`` says otherwise."""
-        kwargs.setdefault("interventions", self.interventions)
-        if self.is_encoder_decoder:
-            return self.model(ids, self.memory, cache=cache, **kwargs)
-        return self.model(ids, cache=cache, **kwargs)
-
-    @torch.inference_mode()
-    def _forward(self, ids: torch.Tensor, **kwargs):
-        """The session's own pass: through its cache, the last position's logits only."""
-        return self.run_decoder(ids, self.cache, last_only=True, **kwargs)
-
-    @torch.inference_mode()
-    def full_pass(self, record: Record = NOTHING, causal: bool = True):
-        """The whole sequence in one parallel (teacher-forced) pass, without the cache.
-
-        Leaves the session as it was; the logit lens, the causal proof and its mask-free
-        sandbox read this pass. Returns the model's Output: logits (1, T, vocab) and the trace.
-        """
-        return self.run_decoder(self.ids_tensor(self.token_ids), record=record, causal=causal)  # (1, T) in
-
-    def _process(self, n_new: int) -> float:
-        """Run the model so that the last ``n_new`` tokens are processed, and take in what it gave
-        (the next distribution, their attention rows). Returns the passes' milliseconds."""
-        total_ms = 0.0
-        passes = self._passes(len(self.token_ids) - n_new, len(self.token_ids))
-        for start, end in passes[:-1]:  # under an evicting policy: the passes before the last
-            output, elapsed_ms = self.pass_over(start, end)
-            total_ms += elapsed_ms
-            if "qk" in output.trace.record:
-                self.attention.keep(output.trace, end - start)
-        start, end = passes[-1]
-        output, elapsed_ms = self.pass_over(start, end)
-        self.absorb(output.logits[0, -1], output.trace, end - start)
-        return total_ms + elapsed_ms
-
-    def _passes(self, first: int, end: int) -> list[tuple[int, int]]:
-        """The passes that process tokens ``first`` .. ``end - 1``: one, but under an evicting
-        policy one while the cache has room for them all, then one a token (each new key may evict
-        another before the next query reads the cache)."""
-        policy = self.cache_policy
-        if self.use_cache and policy.prefill_press:  # the prompt in one pass (pressed after it), then a token a pass
-            prompt_end = max(first, min(end, self.prompt_length))
-            together = [(first, prompt_end)] if prompt_end > first else []
-            return together + [(i, i + 1) for i in range(prompt_end, end)]
-        budget = policy.budget if self.use_cache else None
-        room = end - first if budget is None else max(0, budget - first)  # the cache holds the tokens before first
-        if room >= end - first:
-            return [(first, end)]
-        together = [(first, first + room)] if room else []
-        return together + [(i, i + 1) for i in range(first + room, end)]
-
-    def pass_over_newest(self, n_new: int) -> tuple[Output, float]:
-        """The session's pass that processes its last ``n_new`` tokens, and its milliseconds."""
-        return self.pass_over(len(self.token_ids) - n_new, len(self.token_ids))
-
-    def pass_over(self, start: int, end: int) -> tuple[Output, float]:
-        """The pass that processes tokens ``start`` .. ``end - 1``, and its milliseconds: with the
-        cache (holding the tokens before ``start``), over those tokens only; without it, over the
-        whole sequence to ``end`` again."""
-        ids = self.token_ids[start:end] if self.use_cache else self.token_ids[:end]
-        record = self.step_record(end - start)
-        return timed(lambda: self._forward(self.ids_tensor(ids), record=record), self.model_device)
-
-    def step_record(self, n_new: int) -> Record:
-        """What a pass processing ``n_new`` tokens keeps. A one-token cached pass also keeps its
-        residual stream, for the logit lens: a few kB. (A pass over many positions would hold
-        every layer's (T, d_model) output to its end, so the prefill and cache-off steps leave the
-        lens to run its own pass.)"""
-        if self.use_cache and n_new == 1:
-            return Record(self.record.kinds | {"residual"})
-        return self.record
-
-    def absorb(self, logits: torch.Tensor, trace: Trace, n_new: int) -> None:
-        """Take in what the pass over the newest ``n_new`` tokens gave (``logits``: (vocab,) of the
-        last position; ``trace``: batch 1): the next distribution, the rows the views need."""
-        residuals = None
-        if "residual" in trace.record:  # a one-token cached pass keeps it (step_record)
-            names = residual_stream_names(self.config.n_layers)
-            residuals = torch.stack([trace[name][0, -1] for name in names])  # (layers + 1, d)
-        self.take_in(logits, residuals)
-        if "qk" in trace.record:
-            self.attention.keep(trace, n_new)
-
-    def take_in(self, logits: torch.Tensor, residuals: torch.Tensor | None) -> None:
-        """The next distribution's logits (vocab,) and the newest position's residual stream
-        (layers + 1, d_model), or None (a batched step takes in its rows this way: step.py)."""
-        self._next_logits = logits.cpu()  # sampling and the views work on the CPU
-        # (layers + 1, d_model): the newest position's residual stream after the embeddings and
-        # after each layer, kept from the pass that processed it (the logit lens reads it).
-        self.newest_residuals = residuals
-
-    # ------------------------------------------------------------------ stepping
-    @property
-    def finished(self) -> bool:
-        eos = self.config.eos_token_id
-        return len(self.token_ids) > self.prompt_length and self.token_ids[-1] == eos
-
-    @property
-    def generated_ids(self) -> list[int]:
-        return self.token_ids[self.prompt_length :]
-
-    @property
-    def cache_bytes(self) -> int:
-        return self.cache.nbytes if self.cache is not None else 0
-
-    def next_token_probabilities(self) -> torch.Tensor:
-        """(vocab,) the model's distribution for the next position."""
-        return self._next_logits.float().softmax(-1)
-
-    def next_logits(self) -> torch.Tensor:
-        return self._next_logits.clone()
-
-    def top_candidates(self, k: int | None = None) -> list[TopToken]:
-        probs = self.next_token_probabilities()
-        values, ids = probs.topk(k or self.n_top)
-        ids = ids.tolist()
-        texts = continuation_texts(self.tokenizer, self.token_ids, ids)
-        return [TopToken(i, t, float(p)) for i, t, p in zip(ids, texts, values, strict=True)]
-
-    def check_can_step(self) -> None:
-        """Refuse a step past the end token or the session's room, saying what to do."""
-        if self.finished:
-            raise SessionFinished("The model has ended the text (it produced the end token). Undo or Reset to go on.")
-        if len(self.token_ids) >= self.max_positions:
-            raise ContextWindowError(
-                f"The sequence has reached {self.max_positions:,} positions, the most this session holds "
-                f"(model window {self.config.max_positions:,}). Undo some tokens or Reset."
-            )
 
     def step(self) -> StepResult:
         """Choose the next token (greedy or sampled), append it, and run the model on it."""
         return Step(self).run()
-
-    def next_choice(self) -> int:
-        """The token the next step takes: greedy, or sampled with this session's own settings and seed."""
-        return choose_token(self._next_logits, self.sampling, position=len(self.token_ids))
 
     def force(self, token_id: int) -> StepResult:
         """Append ``token_id`` instead of the model's choice (a branch); Undo goes back."""
@@ -328,98 +62,9 @@ class GenerationSession:
         self.undo()
         return self.force(token_id)
 
-    def set_sampling(self, temperature: float, top_k: int, top_p: float, seed: int) -> None:
-        """How the next tokens are chosen; the tokens so far stay (they were chosen already)."""
-        self.sampling = SamplingSettings(float(temperature), int(top_k), float(top_p), int(seed))
-
     def undo(self) -> None:
         """Remove the last generated token (never the prompt); the one before it is run again."""
         undo_last(self)
-
-    @property
-    def needs_whole_passes(self) -> bool:
-        """Whether an intervention needs every position in each pass (a mean ablation): no cache then."""
-        return any(i.whole_sequence for i in self.interventions)
-
-    def set_use_cache(self, use_cache: bool) -> None:
-        """Switch the cache; the tokens so far are kept (turning it on fills the cache once)."""
-        if use_cache == self.use_cache:
-            return
-        if self.under_policy:
-            raise InputError(f"The cache is under a policy ({self.cache_policy.label()}): choose the full cache first.")
-        if use_cache and self.needs_whole_passes:
-            raise InputError("A mean ablation needs every position in each pass: this branch runs without the cache.")
-        self.use_cache = use_cache
-        if not use_cache:
-            self.cache = None
-            return
-        self.cache = self.new_cache()
-        self._forward(self.ids_tensor(self.token_ids))  # fills the cache
-
-    # ------------------------------------------------------------------ attention views (attention_store.py)
-    def self_attention(self, layer: int, first: int = 0, last: int | None = None) -> np.ndarray:
-        """(heads, queries, T) decoder self-attention of the queries at positions first .. last - 1
-        (by default every position: (heads, T, T)), computed now from the kept queries and keys."""
-        self._require_attention_kept()
-        return self.attention.self_attention(layer, first, last)
-
-    def query_attention(self, position: int) -> np.ndarray:
-        """(layers, heads, position + 1) what the token at ``position`` read, in every layer."""
-        self._require_attention_kept()
-        return self.attention.query_attention(position, len(self.token_ids))
-
-    def _require_attention_kept(self) -> None:
-        if self.cache_policy.in_cache_positions:
-            raise InputError(
-                f"Under {self.cache_policy.label()} a key is turned to a new position whenever an older one "
-                "leaves: no kept query and key give what an earlier step read, so the session draws no heatmaps. "
-                "Keep the original positions to see them; the KV-cache lab measures both."
-            )
-        if self.cache_policy.bits is not None:
-            raise InputError(
-                f"Under a quantized cache ({self.cache_policy.label()}) each query read keys as they were held at its "
-                "step, some in full precision, later as integers: the session keeps no attention rows to draw. "
-                "The KV-cache lab measures what quantization changes."
-            )
-
-    def evicted(self, layer: int, first: int = 0, last: int | None = None) -> np.ndarray | None:
-        """(kv_heads, queries, T) True where the cache policy had evicted the key before the query
-        at that row ran (for the queries at positions first .. last - 1); None without eviction."""
-        if self.eviction_log is None:
-            return None
-        n = len(self.token_ids)
-        last = n if last is None else last
-        evicted_at = self.eviction_log.evicted_at(layer, n, self.config.n_kv_heads)  # (kv_heads, T)
-        queries = np.arange(first, last)[None, :, None]
-        return evicted_at.numpy()[:, None, :] <= queries
-
-    def cross_attention(self, layer: int) -> np.ndarray:
-        """(heads, T, S) cross-attention of every target token over the source."""
-        return self.attention.cross_attention(layer)
-
-    def encoder_attention(self, layer: int) -> np.ndarray:
-        """(heads, S, S) encoder self-attention over the source."""
-        return self.attention.encoder_attention(layer)
-
-    # ------------------------------------------------------------------ text
-    def token_texts(self) -> list[str]:
-        """What each token of ``token_ids`` shows as text (byte pieces as their bytes)."""
-        return list(self._token_texts)
-
-    def source_texts(self) -> list[str]:
-        return list(self._source_texts)
-
-    def token_kinds(self) -> list[str]:
-        """Where each token of ``token_ids`` came from: "prompt" (a decoder's input), "start" (a
-        translator's start token), "generated" (the model's choice) or "forced" (the user's)."""
-        forced = {s.position for s in self.steps if s.forced}
-        given = "start" if self.is_encoder_decoder else "prompt"
-        kinds = [given] * self.prompt_length
-        kinds += ["forced" if i in forced else "generated" for i in range(self.prompt_length, len(self.token_ids))]
-        return kinds
-
-    def generated_text(self) -> str:
-        return self.tokenizer.decode(self.generated_ids, skip_special_tokens=True)
 
     def started_again(self, **changes) -> GenerationSession:
         """A new session of this text with this session's settings (and interventions), but for
@@ -444,12 +89,26 @@ class GenerationSession:
         other.replay(self.generated_ids, forced=forced)
         return other
 
-    def fork(self) -> GenerationSession:
-        """An independent copy that shares this session's cache and kept rows until either writes
-        (``explorer/session/fork.py``): no pass is run. Refused under a cache policy."""
-        return fork_session(self)
+    @property
+    def can_fork(self) -> bool:
+        """Whether ``fork`` may copy this session: not under a cache policy (its cache's entries
+        are rewritten in place as keys are evicted)."""
+        return not self.under_policy and self.eviction_log is None
 
-    # ------------------------------------------------------------------ interventions
+    def fork(self) -> GenerationSession:
+        """An independent session with this one's text, settings, tokens and history that shares
+        its blocks of the model's stores (the cache, the kept queries and keys) until either
+        writes into one (then that block is copied: 16 positions); no pass is run. A class
+        following its teacher holds one cache this way, not thirty. Refused under a cache policy."""
+        if not self.can_fork:
+            raise ValueError("a session under a cache policy is not forked: replay its tokens instead")
+        other = copy.copy(self)  # settings, the model, the logits (never written in place)
+        other.token_ids, other._token_texts = list(self.token_ids), list(self._token_texts)
+        other.steps, other.timings = list(self.steps), list(self.timings)
+        other.cache = self.cache.fork() if self.cache is not None else None
+        other.attention = self.attention.fork()
+        return other
+
     def with_interventions(self, interventions: Sequence[Intervention]) -> GenerationSession:
         """A branch: a new session whose passes make these changes at the model's taps, with this
         session's text, settings and tokens, each token rerun under them (forced ones stay

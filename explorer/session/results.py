@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+import torch
 
 from explorer.errors import InputError
 from explorer.model import Trace
+
+T = TypeVar("T")
+
+
+def timed(run: Callable[[], T], device: torch.device) -> tuple[T, float]:
+    """``run()``'s result and how long it took, in milliseconds."""
+    start = time.perf_counter()
+    result = run()
+    if device.type == "cuda":
+        torch.cuda.synchronize()  # GPU kernels run asynchronously: wait before reading the clock
+    return result, (time.perf_counter() - start) * 1000
 
 
 class SessionFinished(InputError):

@@ -9,10 +9,8 @@ step the session would have had alone, and no code outside this package writes a
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -20,29 +18,18 @@ from explorer.errors import InputError
 from explorer.model import Output, PagedBatch, Record, Trace
 from explorer.model.trace import residual_stream_names
 from explorer.session.attention_store import keep_batch
-from explorer.session.results import StepResult, StepTiming
+from explorer.session.results import StepResult, StepTiming, timed
 from explorer.tokens import piece_text
 
 if TYPE_CHECKING:
-    from explorer.session.generation import GenerationSession
-
-T = TypeVar("T")
-
-
-def timed(run: Callable[[], T], device: torch.device) -> tuple[T, float]:
-    """``run()``'s result and how long it took, in milliseconds."""
-    start = time.perf_counter()
-    result = run()
-    if device.type == "cuda":
-        torch.cuda.synchronize()  # GPU kernels run asynchronously: wait before reading the clock
-    return result, (time.perf_counter() - start) * 1000
+    from explorer.session.core import SessionCore
 
 
 class Step:
     """One step of one session, begun: the token is chosen (``token``, or the session's own
     choice) and put at the end; ``run`` (alone) or ``run_together`` (batched) finishes it."""
 
-    def __init__(self, session: GenerationSession, token: int | None = None, forced: bool = False) -> None:
+    def __init__(self, session: SessionCore, token: int | None = None, forced: bool = False) -> None:
         session.check_can_step()
         self.session, self.forced = session, forced
         self.token = session.next_choice() if token is None else int(token)
@@ -112,7 +99,7 @@ def run_together(steps: list[Step]) -> list[StepResult]:
     return [step.finish(output.trace.row(b), elapsed_ms) for b, step in enumerate(steps)]
 
 
-def _take_in_together(sessions: list[GenerationSession], output: Output) -> None:
+def _take_in_together(sessions: list[SessionCore], output: Output) -> None:
     """What each session takes in from row b of a batched pass, for the whole batch at once:
     the next logits, the residual streams (one stack), the kept queries and keys (one write per
     layer, ``keep_batch``). Only a translator's cross-attention queries are kept row by row."""
@@ -131,7 +118,7 @@ def _take_in_together(sessions: list[GenerationSession], output: Output) -> None
 
 
 @torch.inference_mode()
-def _batched_pass(first: GenerationSession, ids: torch.Tensor, cache: PagedBatch, record: Record) -> Output:
+def _batched_pass(first: SessionCore, ids: torch.Tensor, cache: PagedBatch, record: Record) -> Output:
     """(B, 1) ids through the model. Only the pass runs in inference mode, as a step alone does:
     what the sessions keep (grown outside it) must stay writable by their later steps."""
     if first.is_encoder_decoder:  # the sources were read at each session's prefill (their caches hold them)
@@ -139,7 +126,7 @@ def _batched_pass(first: GenerationSession, ids: torch.Tensor, cache: PagedBatch
     return first.model(ids, cache=cache, record=record, last_only=True)
 
 
-def undo_last(session: GenerationSession) -> None:
+def undo_last(session: SessionCore) -> None:
     """Remove the session's last generated token (never the prompt) and what its step recorded.
 
     The distribution for the next position came from processing the token now last, so that one

@@ -2,7 +2,7 @@
 
 A student following the teacher used to replay the teacher's new tokens in a session of their
 own: thirty students, thirty passes per teacher step and thirty copies of the same cache. Now,
-when the teacher's view is published, a fork of the teacher's session (``explorer/session/fork.py``)
+when the teacher's view is published, a fork of the teacher's session (``GenerationSession.fork``)
 is kept here under the workshop's code; a student catching up takes a fork of that fork: no pass,
 and the same blocks of the model's stores until someone writes (a student stepping on their own,
 or the teacher's next step, copies one block).
@@ -19,7 +19,6 @@ from collections import OrderedDict
 
 from explorer.analysis import snapshot
 from explorer.session import GenerationSession
-from explorer.session.fork import can_fork
 
 MOST_KEPT = 64  # workshops whose teacher's session is kept (the oldest goes first)
 SETTINGS = ("model", "text", "chat", "use_cache", "temperature", "top_k", "top_p", "seed", "cache_policy")
@@ -30,7 +29,7 @@ _lock = threading.Lock()
 
 def publish(code: str, model: str, session: GenerationSession) -> None:
     """Keep a fork of the teacher's ``session`` (of public model name ``model``) for workshop ``code``."""
-    if not can_fork(session) or session.interventions:
+    if not session.can_fork or session.interventions:
         forget(code)
         return
     fork = session.fork()
