@@ -141,3 +141,16 @@ def test_thirty_forks_hold_about_one_sessions_blocks(llama):
     teacher.step()  # the teacher's next token: its last block (shared) is copied, once per store
     assert cache.used_blocks + record.used_blocks <= before + 2
     assert all(s.token_ids == students[0].token_ids for s in students)
+
+
+def test_the_store_gives_memory_back_when_its_sequences_are_gone():
+    paged = store()
+    sequences = [PagedSequence(paged) for _ in range(6)]
+    for sequence in sequences:
+        written(sequence, 0, 0, 30 * BLOCK, 1.0)  # 180 blocks: grown past its first 64
+    grown = paged.n_blocks
+    keep = sequences[0]
+    del sequences, sequence
+    gc.collect()
+    assert paged.used_blocks == 30 and paged.n_blocks < grown  # the class left: the store halved
+    assert torch.equal(keep.read(0, "keys", 30 * BLOCK), torch.full((2, 30 * BLOCK, 4), 1.0))

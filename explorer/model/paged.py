@@ -9,14 +9,17 @@ the queries the heatmaps are computed from). A session owns a list of blocks of 
 indexed read per layer (whole blocks: each head's a contiguous (BLOCK, head_dim) chunk) and
 writes their new keys with one indexed write.
 
+The store grows by half when it runs out of free blocks and halves again when three quarters of
+it lie unused with the upper half free, so the memory a class took goes back when it leaves.
 Blocks are counted: a sequence that begins like another (a copy of a session, a branch) shares
-its blocks, and a block is copied only when one of them writes into it (copy on write). The
-store grows by doubling when it runs out of free blocks; a lock makes every read, write and
-growth whole, so that steps running in different threads never see a store half grown.
+its blocks, and a block is copied only when one of them writes into it (copy on write). A lock
+makes every read, write and change of size whole, so that steps running in different threads
+never see a store half grown.
 
     store = PagedStore(n_layers, {"keys": 3, "values": 3}, head_dim=64)
     seq = PagedSequence(store)
-    seq.write(layer, 0, keys=(3, T, 64) tensor, values=...)   # positions 0 .. T - 1
+    seq.prepare(0, T)
+    seq.write(layer, 0, {"keys": keys, "values": values})       # (3, T, 64) each: positions 0 .. T - 1
     seq.read(layer, "keys", T)                                   # (3, T, 64)
 """
 
@@ -86,8 +89,8 @@ class PagedStore:
         """``count`` free blocks, now held once."""
         with self.lock:
             self._free_released()
-            if len(self.free) < count:
-                self._grow(max(count - len(self.free), self.n_blocks, FIRST_BLOCKS))
+            if len(self.free) < count:  # grown by half (at least what is asked): a class's memory, little spare
+                self._grow(max(count - len(self.free), self.n_blocks // 2, FIRST_BLOCKS))
             taken = [self.free.pop() for _ in range(count)]
             for block in taken:
                 self.refs[block] = 1
@@ -111,6 +114,21 @@ class PagedStore:
     def _free_released(self) -> None:
         while self._released:
             self._let_go(self._released.pop())
+        self._shrink_if_idle()
+
+    def _shrink_if_idle(self) -> None:
+        """Halve the store (the lock held) when a quarter of it or less is used and its upper half
+        is free: the memory a class took goes back when the class leaves."""
+        half = self.n_blocks // 2
+        idle = self.n_blocks > FIRST_BLOCKS and self.n_blocks - len(self.free) <= self.n_blocks // 4
+        if not idle or any(self.refs[half:]):
+            return
+        for name, tensor in self.tensors.items():
+            kept = self._empty(tensor.shape[1], half)
+            kept.copy_(tensor[:, :, : half * BLOCK])
+            self.tensors[name] = kept
+        del self.refs[half:]
+        self.free = [block for block in self.free if block < half]
 
     def _let_go(self, blocks: list[int]) -> None:
         for block in blocks:
