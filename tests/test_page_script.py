@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from explorer.ui import layout, views
+from explorer.present import views
+from explorer.ui import layout
 
 ROOT = Path(__file__).resolve().parents[1]
 
