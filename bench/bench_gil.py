@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
-from torch.overrides import TorchFunctionMode
+from bench_batch import CountCalls  # bench/ is on the path: this file's folder
 
 from explorer.batching import step_together
 from explorer.present import model_store
@@ -59,18 +59,6 @@ def median_ms(run, times: int) -> float:
 def busy_python(stop: threading.Event) -> None:
     while not stop.is_set():
         sum(i * i for i in range(2000))
-
-
-class CountCalls(TorchFunctionMode):
-    """Counts the PyTorch functions and methods called from Python while it is on."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls = 0
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.calls += 1
-        return func(*args, **(kwargs or {}))
 
 
 def calls_by_batch_size(loaded, steps: int) -> None:
