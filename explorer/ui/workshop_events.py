@@ -709,8 +709,8 @@ def teacher_info(st: ExplorerState) -> str:
     number = st.lesson.number if isinstance(st.lesson, LessonAt) else seat.lesson
     title = next((lesson.title for lesson in LESSONS if lesson.number == number), "")
     return (
-        f"**Workshop {seat.code}** on lesson {number}, *{as_text(title)}*. Students open this page and type "
-        f"the room code **{seat.code}** in this panel, or open the student link.\n\n"
+        f"**Workshop {seat.code}** on lesson {number}, *{as_text(title)}*. Students open this page, press "
+        f"**Join a workshop** under the title and type the room code **{seat.code}**, or open the student link.\n\n"
         f"**{len(roll)} joined:** {who}."
         + (" **Closed to new students.**" if locked else f" At most {seats} from one network.")
     )

@@ -53,7 +53,12 @@ def next_token_question(session: GenerationSession, n: int = NEXT_TOKEN_OPTIONS)
         + (f" (then {runners_up})" if runners_up else "")
         + ": its likeliest next token (Step takes it when it decodes greedily; sampling may draw another)."
     )
-    question = f"What token comes next after …{text!r}? (The text has {len(session.token_ids)} tokens so far.)"
+    # "Likeliest", not "next": a student who stepped on their own under sampling may have seen another
+    # token drawn, and must not be marked wrong for it.
+    question = (
+        f"Which token does the model find likeliest after …{text!r}? "
+        f"(The text has {len(session.token_ids)} tokens so far.)"
+    )
     return Question(
         "next-token", NEXT_TOKEN_TITLE.format(len(session.token_ids)), question, sorted(shown),
         visible(best.text), why, {option: round(p, 6) for option, p in shown.items()},
