@@ -154,3 +154,18 @@ def test_the_store_gives_memory_back_when_its_sequences_are_gone():
     gc.collect()
     assert paged.used_blocks == 30 and paged.n_blocks < grown  # the class left: the store halved
     assert torch.equal(keep.read(0, "keys", 30 * BLOCK), torch.full((2, 30 * BLOCK, 4), 1.0))
+
+
+def test_slots_never_written_hold_zeros_not_whatever_memory_held():
+    """A batch reads every row up to the longest row's length: the slots past a row's own length
+    get weight 0, and 0 x NaN (memory never written) would be NaN. Found by the suite from a fresh
+    clone: a tiny llama's batched step drew token 0 from NaN logits."""
+    paged = store()
+    sequence = PagedSequence(paged)
+    written(sequence, 1, 0, 5, 2.0)
+    written(PagedSequence(paged), 0, 0, 200 * BLOCK, 1.0)  # grows the store past its first blocks
+    block = sequence.blocks[0]
+    assert torch.equal(
+        paged.tensors["keys"][1, :, block * BLOCK + 5 : (block + 1) * BLOCK], torch.zeros(2, BLOCK - 5, 4)
+    )
+    assert int(torch.isnan(paged.tensors["keys"]).sum()) == 0

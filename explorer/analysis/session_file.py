@@ -30,6 +30,9 @@ MAX_DESCRIPTION_BYTES = 2 << 20  # a 100,000-character text in UTF-8, and 1,024 
 ENTRY = re.compile(r"(description|token_ids|source_ids|(self|cross|encoder)_attention\.\d{1,4})\.npy")
 DTYPES = {"description": np.uint8, "token_ids": np.int64, "source_ids": np.int64}  # attention: float16
 HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+# What zipfile raises on an archive it cannot read: damaged, or made with a zip version, a
+# compression method or an encryption it does not know (NotImplementedError, RuntimeError).
+UNREADABLE = (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError, RuntimeError)
 END_RECORD = b"PK\x05\x06"  # the zip's end of central directory record
 END_RECORD_FORMAT = "<4s4H2LH"  # signature, disk numbers, entry counts, directory size and offset, comment
 
@@ -50,7 +53,7 @@ class SavedArrays(Mapping):
         try:
             with self._archive.open(f"{name}.npy") as member:
                 return np.lib.format.read_array(member, allow_pickle=False)
-        except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as error:  # damaged after its header
+        except UNREADABLE as error:  # damaged after its header
             raise InputError(NOT_OURS) from error
 
     def __contains__(self, name: object) -> bool:  # Mapping's own would read the array
@@ -75,16 +78,7 @@ def open_archive(data: bytes) -> tuple[str, SavedArrays]:
             raise InputError(NOT_OURS)
         arrays = SavedArrays(archive, headers)
         description = arrays["description"].tobytes().decode("utf-8")
-    except (
-        ValueError,
-        KeyError,
-        OSError,
-        EOFError,
-        UnicodeDecodeError,
-        zipfile.BadZipFile,
-        zlib.error,
-        struct.error,
-    ) as error:
+    except (*UNREADABLE, KeyError, UnicodeDecodeError, struct.error) as error:
         raise InputError(NOT_OURS) from error
     del headers["description"]
     return description, arrays

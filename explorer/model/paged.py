@@ -59,9 +59,10 @@ class PagedStore:
 
     def _empty(self, heads: int, blocks: int) -> torch.Tensor:
         # Not an inference tensor (a step's pass runs in inference mode; the store outlives it and
-        # is written by passes that are not).
+        # is written by passes that are not). Zeros, not empty memory: a batch reads the slots past a
+        # row's length (masked, weight 0), and 0 x NaN from never-written memory would be NaN.
         with torch.inference_mode(False):
-            return torch.empty(
+            return torch.zeros(
                 (self.n_layers, heads, blocks * BLOCK, self.head_dim), dtype=self.dtype, device=self.device
             )  # fmt: skip
 
