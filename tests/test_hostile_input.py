@@ -297,3 +297,30 @@ def test_the_cache_on_line_breaks_where_the_cache_was_off(checkpoints):
     assert [v is None for v in on] == [False, False, True, True, False]
     assert [v is None for v in off] == [True, True, False, False, True]
     assert traces["cache on"]["x"] == traces["cache off"]["x"] == [t.position for t in session.timings]
+
+
+def zip_of_arrays_patched(offset_in_header: int, value: bytes) -> bytes:
+    """A zip with a session's two entry names, its first entry's local and central headers patched
+    (the compression method at offset 8 of the local header, the flags at 6)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, array in (("description", np.frombuffer(b"{}", np.uint8)), ("token_ids", np.array([1], np.int64))):
+            with archive.open(f"{name}.npy", "w") as member:
+                np.save(member, array)
+    data = bytearray(buffer.getvalue())
+    local = data.index(b"PK\x03\x04")
+    central = data.index(b"PK\x01\x02")
+    data[local + offset_in_header : local + offset_in_header + 2] = value
+    data[central + offset_in_header + 2 : central + offset_in_header + 4] = value  # the central header is 2 bytes on
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    "patched",
+    [zip_of_arrays_patched(8, b"\x63\x00"), zip_of_arrays_patched(6, b"\x01\x00")],
+    ids=["an unknown compression method", "an encrypted entry"],
+)
+def test_a_zip_python_cannot_read_is_refused_with_the_sentence(patched):
+    """zipfile raises NotImplementedError and RuntimeError for these (the fuzz test found them)."""
+    with pytest.raises(InputError, match="not a session saved by Decoder Explorer"):
+        snapshot.read_bytes(patched)
