@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from explorer.session import GenerationSession, Step, StepResult, run_together
 
@@ -53,7 +53,8 @@ def step_together(
         # A session asked for twice steps twice, the second time alone (a batch holds a cache once).
         if can_join_batch(session) and id(session) not in batched:
             batched.add(id(session))
-            key = (id(session.loaded), session.record)
+            # Sessions that keep the queries and keys and those that do not (a quantized cache) share a pass.
+            key = (id(session.loaded), replace(session.record, kinds=session.record.kinds - {"qk"}))
         else:
             key = ("alone", i)
         groups.setdefault(key, []).append(i)
@@ -66,11 +67,10 @@ def step_together(
 
 def can_join_batch(session: GenerationSession) -> bool:
     """Whether the session's next step may run in a batch with other sessions': a cached one-token
-    step, under no intervention and the full cache, of a model without relative positions (each row of a batch would
-    need its own bias: T5 steps alone)."""
+    step under no intervention (a cache policy too: its rows attend apart, ``model/batch.py``), of a
+    model without relative positions (each row of a batch would need its own bias: T5 steps alone)."""
     relative = session.config.positions == "relative"
-    plain = session.use_cache and session.cache is not None and not session.interventions and not session.under_policy
-    return plain and not relative
+    return session.use_cache and session.cache is not None and not session.interventions and not relative
 
 
 def _step_group(group: list[GenerationSession], stats: BatchStats | None = None) -> list[StepResult | Exception]:

@@ -40,7 +40,7 @@ def kv_lab_figure(state: ExplorerState) -> dict:
     """The KV-cache lab for a session under a cache policy: what each layer holds (above) and the
     divergence from the full cache at each step (below), as the app's lab draws them."""
     session = state.session
-    if not session.under_policy:
+    if not session.cache_plan.under_policy:
         raise InputError(
             "the kv-lab view shows a session under a cache policy: "
             "GenerationSession(loaded, text, cache_policy=explorer.cache_policies.sinks(4, 64))"

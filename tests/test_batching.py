@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer.batching import StepBatcher, batched_step, step_together
+from explorer.batching import BatchStats, StepBatcher, batched_step, step_together
 from explorer.errors import InputError
 from explorer.model import ContextWindowError
 from explorer.session import SessionFinished
@@ -250,3 +250,43 @@ def test_when_a_pass_fails_each_waiting_thread_raises_its_own_error(monkeypatch)
     assert len(raised) == 9
     assert len({id(error) for error in raised}) == 9, "threads were handed one exception object"
     assert all(error.__cause__ is failed and str(error) == "the pass failed" for error in raised)
+
+
+def policies_for(config):
+    """One policy of each kind that fits the model (rotary models also turn keys to their rank)."""
+    from explorer import cache_policies as cp
+
+    policies = [cp.window(5), cp.heavy_hitters(3, 2), cp.key_norm(6), cp.snapkv(4, observe=2), cp.quantized(4, 4, 2)]
+    return policies + ([cp.sinks(2, 5, cache_positions=True)] if config.positions == "rope" else [])
+
+
+def test_sessions_under_cache_policies_step_in_the_batch_as_alone(family):
+    """A cache policy is no reason to step alone: the batch shares the products, the policy rows
+    attend apart over what their policy kept, and every session gets the step it had alone."""
+    name, loaded = family
+    if any(loaded.config.window_of(i) for i in range(loaded.config.n_layers)) or loaded.is_encoder_decoder:
+        pytest.skip("policies refuse sliding layers; a translator's policies are checked in test_cache_policies")
+    policies = policies_for(loaded.config)
+    text = TEXTS[name][0]
+
+    def make():
+        plain = explorer.GenerationSession(loaded, TEXTS[name][1])
+        return [plain, *(explorer.GenerationSession(loaded, text, cache_policy=p) for p in policies)]
+
+    together, alone = make(), make()
+    stats = BatchStats()
+    for _ in range(5):
+        results = step_together(together, stats)
+        assert not any(isinstance(r, Exception) for r in results), results
+        for session in alone:
+            session.step()
+    assert stats.batches == [len(together)] * 5 and stats.fell_back == 0
+    for batched, single in zip(together, alone, strict=True):
+        assert batched.token_ids == single.token_ids
+        assert float((batched.next_logits() - single.next_logits()).abs().max()) <= 1e-5
+        assert batched.cache.nbytes == single.cache.nbytes
+        if "qk" in batched.record:
+            for layer in range(loaded.config.n_layers):
+                np.testing.assert_allclose(batched.self_attention(layer), single.self_attention(layer), atol=1e-5)
+                a, b = batched.evicted(layer), single.evicted(layer)
+                assert (a is None) == (b is None) and (a is None or (a == b).all())

@@ -28,7 +28,7 @@ def session(checkpoints):
 def test_the_lab_measures_the_policy_against_the_full_cache_at_every_step(session):
     tokens = list(session.token_ids)
     run = run_policy(session, cp.sinks(2, 30))
-    assert session.token_ids == tokens and not session.under_policy  # the session itself is untouched
+    assert session.token_ids == tokens and not session.cache_plan.under_policy  # the session itself is untouched
     assert run.positions == list(range(session.prompt_length - 1, len(tokens)))
     # Computed independently: each step's distributions from a full-cache and a policy session.
     full = explorer.GenerationSession(session.loaded, TEXT)
@@ -133,7 +133,7 @@ def test_compare_runs_puts_the_policy_beside_the_full_cache(session):
         compare.branch_of(session, "full-cache")
     a = session.with_cache_policy(cp.sinks(2, 20))
     b = compare.branch_of(a, "full-cache")
-    assert not b.under_policy and len(b.generated_ids) == len(a.generated_ids)
+    assert not b.cache_plan.under_policy and len(b.generated_ids) == len(a.generated_ids)
     result = compare.compare(a, b)
     again = explorer.GenerationSession(session.loaded, TEXT, cache_policy=cp.sinks(2, 20))
     for step, token in enumerate(a.generated_ids):

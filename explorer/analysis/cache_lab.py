@@ -87,7 +87,7 @@ def held_grid(session: GenerationSession) -> np.ndarray:
     c, n = session.config, len(session.token_ids)
     grid = np.zeros((c.n_layers, n))
     policy = session.cache_policy
-    if not session.under_policy:
+    if not session.cache_plan.under_policy:
         return grid + HELD
     for layer in range(c.n_layers):
         if policy.bits is not None:

@@ -88,7 +88,7 @@ def _step_distributions(session: GenerationSession) -> torch.Tensor:
     """(steps, vocab) the probabilities the model gave each generated token's position. A session
     under a cache policy is read again under it, a token a step (a parallel pass would be the
     full cache's)."""
-    if session.under_policy:
+    if session.cache_plan.under_policy:
         again = session.started_again(record_attention=False)
         rows = []
         for token in session.generated_ids:
@@ -147,7 +147,7 @@ def branch_of(session: GenerationSession, kind: str, **settings) -> GenerationSe
     elif kind == "cache-off":
         b = session.started_again(use_cache=False, cache_policy=None)
     elif kind == "full-cache":
-        if not session.under_policy:
+        if not session.cache_plan.under_policy:
             raise InputError(
                 "Run A keeps the full cache already: choose a policy and press 'Switch this session to it' "
                 "in the KV cache tab."

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from . import attention_kernels
-from .batch import PaddedKV, RowsKV
+from .batch import PaddedKV, RowsKV, SplitKV
 from .cache import LayerKV
 from .config import ModelConfig
 from .norms import RMSNorm
@@ -126,7 +126,7 @@ class MultiHeadAttention(nn.Module):
     def forward(
         self,
         x_q: torch.Tensor,
-        kv: LayerKV | RowsKV | PaddedKV,
+        kv: LayerKV | RowsKV | PaddedKV | SplitKV,
         *,
         causal: bool,
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
@@ -145,8 +145,8 @@ class MultiHeadAttention(nn.Module):
         if rotary is not None:  # (cos, sin) of the query positions
             q = rotate(q, rotary)
         if isinstance(
-            kv, RowsKV | PaddedKV
-        ):  # (no relative bias here: Decoder.position_bias refuses batched positions)
+            kv, RowsKV | PaddedKV | SplitKV
+        ):  # (no relative bias: Decoder.position_bias refuses batched positions)
             z = self.z(self._attend_batch(self.q(q), kv))  # (B, heads, 1, hd)
             return self.out(self.o_proj(z.transpose(1, 2).reshape(batch, n_queries, self.n_heads * self.head_dim)))
         if kv.new_keys is None:
@@ -172,7 +172,7 @@ class MultiHeadAttention(nn.Module):
             return None
         return causal_mask(n_queries, n_keys, device, window=self.window)
 
-    def _attend_batch(self, q: torch.Tensor, kv: RowsKV | PaddedKV) -> torch.Tensor:
+    def _attend_batch(self, q: torch.Tensor, kv: RowsKV | PaddedKV | SplitKV) -> torch.Tensor:
         """One new query per row (B, heads, 1, hd), row b over its own keys: the padded caches in
         one fused call under their length mask, or (a translator's sources) row by row
         (``attention_kernels.rows``). The k and v taps see this step's new keys and values only
@@ -183,6 +183,19 @@ class MultiHeadAttention(nn.Module):
         if kv.new_keys is not None:  # self-attention: what this step adds to each cache
             self.k(kv.new_keys)
             self.v(kv.new_values)
+        if isinstance(kv, SplitKV):
+            return self._attend_split(q, kv)
         if isinstance(kv, PaddedKV):
             return attention_kernels.fused(q, kv.keys, kv.values, kv.mask(self.window), self.scale)
         return attention_kernels.rows(q, kv.rows, self.scale, self.window, formula=attention)
+
+    def _attend_split(self, q: torch.Tensor, kv: SplitKV) -> torch.Tensor:
+        """(B, heads, 1, hd): the rows in the store in one fused call, the others row by row."""
+        z = torch.empty_like(q)
+        if kv.paged:
+            padded = kv.padded
+            z[kv.paged] = attention_kernels.fused(
+                q[kv.paged], padded.keys, padded.values, padded.mask(self.window), self.scale
+            )
+        z[kv.apart] = attention_kernels.rows(q[kv.apart], kv.own.rows, self.scale, self.window, formula=attention)
+        return z

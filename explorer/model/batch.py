@@ -10,9 +10,12 @@ is one call for the whole batch. Row b of the batch is session b.
 
 Cross-attention (a translator's source) is read once per session and differs in length by
 source: each row attends over its own (``RowsKV``), row by row. So do the rows of a
-``CacheBatch`` of any caches (the KV-cache lab steps a policy a row, each in its own cache).
+``CacheBatch`` of any caches (the KV-cache lab steps a policy a row, each in its own cache), and
+the rows of a ``SplitBatch`` whose caches are their own (a session under a cache policy stepping
+with others: the batch shares every projection and feed-forward product; only attention runs
+apart, row by row, over the entries its policy kept).
 
-    cache = PagedBatch([a.cache, b.cache, c.cache])
+    cache = batch_of([a.cache, b.cache, c.cache])  # a PagedBatch, or a SplitBatch
     model(next_ids, cache=cache, last_only=True)  # next_ids (3, 1): each session's new token
 """
 
@@ -44,6 +47,19 @@ class PaddedKV:
     keys: torch.Tensor
     values: torch.Tensor
     mask: Callable[[int | None], torch.Tensor]
+    new_keys: torch.Tensor  # (B, kv_heads, 1, hd): this step's keys (what the k tap sees)
+    new_values: torch.Tensor
+
+
+@dataclass
+class SplitKV:
+    """Keys and values of a batch with rows of both kinds: the rows ``paged`` in the store, padded
+    (``padded``), and the rows ``apart``, each over its own cache (``own``)."""
+
+    padded: PaddedKV | None
+    paged: list[int]
+    own: RowsKV
+    apart: list[int]
     new_keys: torch.Tensor  # (B, kv_heads, 1, hd): this step's keys (what the k tap sees)
     new_values: torch.Tensor
 
@@ -145,3 +161,42 @@ class PagedBatch(CacheBatch):
         all_keys = store.read_blocks(layer, "keys", self._tables, self._width)  # (B, kv_heads, T_max, hd)
         all_values = store.read_blocks(layer, "values", self._tables, self._width)
         return PaddedKV(all_keys, all_values, self.mask, keys, values)
+
+
+def in_store(cache: KVCache) -> bool:
+    """Whether the cache keeps its positions in blocks of a store (a cache under a policy keeps its own)."""
+    return cache.sequence is not None and type(cache) is KVCache
+
+
+class SplitBatch(CacheBatch):
+    """A step of sessions whose caches are in the model's store and of sessions whose caches are
+    their own (a cache under a policy): one write and one padded read per layer for the first
+    (``PagedBatch``), the others each append to and read their own cache."""
+
+    def __init__(self, caches: list[KVCache]) -> None:
+        super().__init__(caches)
+        self._lengths = [cache.length for cache in caches]  # before the step
+        self.paged = [b for b, cache in enumerate(caches) if in_store(cache)]
+        self.apart = [b for b in range(len(caches)) if b not in self.paged]
+        self._paged = PagedBatch([caches[b] for b in self.paged]) if self.paged else None
+
+    @property
+    def lengths(self) -> list[int]:
+        """Each row's length before this step (the step's new positions)."""
+        return self._lengths
+
+    def append(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> SplitKV:
+        """Row b's new keys and values (B, kv_heads, 1, hd) join session b's cache."""
+        padded = None
+        if self._paged is not None:
+            padded = self._paged.append(layer, keys[self.paged], values[self.paged])
+        own = [self.caches[b].append(layer, keys[b : b + 1], values[b : b + 1]) for b in self.apart]
+        return SplitKV(padded, self.paged, RowsKV(own), self.apart, keys, values)
+
+
+def batch_of(caches: list[KVCache]) -> CacheBatch:
+    """The caches of a batched step: a ``PagedBatch`` when all are in one store, else a ``SplitBatch``."""
+    stores = {id(cache.store) for cache in caches}
+    if all(in_store(cache) for cache in caches) and len(stores) == 1:
+        return PagedBatch(caches)
+    return SplitBatch(caches)

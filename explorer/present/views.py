@@ -209,7 +209,7 @@ def self_attention_figure(state: ExplorerState):
     rows = f", queries {first}-{last - 1} of {len(tokens)}" if (first, last) != (0, len(tokens)) else ""
     window = session.config.window_of(state.layer)
     evicted = evicted_cells(session, state.layer, state.head, first, last)
-    policy = f", cache: {session.cache_policy.label()}" if session.under_policy else ""
+    policy = f", cache: {session.cache_policy.label()}" if session.cache_plan.under_policy else ""
     figure = attention_heatmap(
         weights[first:last], tokens[first:last], tokens, causal=True, query_offset=first, window=window,
         title=f"{what}, layer {state.layer}, {head_label(state.head)}{rows}{window_note(window, len(tokens))}{policy}",
@@ -299,7 +299,7 @@ def cache_summary(state: ExplorerState) -> str:
     n = len(session.token_ids)
     if session.cache is None:
         line = "**KV cache: off.** Every step recomputes all keys and values."
-    elif session.under_policy:
+    elif session.cache_plan.under_policy:
         full = 2 * c.n_layers * c.n_kv_heads * c.head_dim * n * 4
         held = session.cache.self_attn_bytes
         line = (
@@ -342,7 +342,7 @@ def status_line(state: ExplorerState) -> str:
     if session.steps:
         last = session.steps[-1]
         parts.append(f"last step {last.elapsed_ms:.0f} ms with the cache {'on' if last.use_cache else 'off'}")
-    if session.under_policy:
+    if session.cache_plan.under_policy:
         parts.append(f"cache: {session.cache_policy.label()}")
     else:
         parts.append(f"prompt read in {session.prefill_ms:.0f} ms")

@@ -150,9 +150,9 @@ class PagedKept:
         return other
 
 
-def keep_batch(kept: list[PagedKept], trace: Trace, n_layers: int) -> None:
-    """Row b of a batched step's trace (one new position per row) joins ``kept[b]``: per layer,
-    one write for the whole batch. Every ``kept`` is in one store."""
+def keep_batch(kept: list[PagedKept], trace: Trace, n_layers: int, batch_rows: list[int] | None = None) -> None:
+    """Row ``batch_rows[i]`` (by default i) of a batched step's trace (one new position per row) joins
+    ``kept[i]``: per layer, one write for the whole batch. Every ``kept`` is in one store."""
     store = kept[0].sequence.store
     for rows in kept:
         rows.sequence.prepare(rows.rows, rows.rows + 1)
@@ -160,6 +160,8 @@ def keep_batch(kept: list[PagedKept], trace: Trace, n_layers: int) -> None:
     for layer in range(n_layers):
         name = f"decoder.{layer}.self_attn"
         queries, keys = trace[f"{name}.q"][:, :, -1], trace[f"{name}.k"][:, :, -1]  # (B, heads or kv_heads, hd)
+        if batch_rows is not None and len(batch_rows) != queries.shape[0]:
+            queries, keys = queries[batch_rows], keys[batch_rows]
         store.write(layer, slots, {"queries": queries.transpose(0, 1), "keys": keys.transpose(0, 1)})
     for rows in kept:
         rows.lengths = [n + 1 for n in rows.lengths]

@@ -24,12 +24,12 @@ import torch
 from explorer.errors import InputError
 from explorer.loading import LoadedModel
 from explorer.model import ATTENTION, NOTHING, ContextWindowError, KVCache, Output, Record, Trace
-from explorer.model.cache_policy import CachePolicy, PolicyError
-from explorer.model.policy_cache import EvictionLog, PolicyCache
+from explorer.model.cache_policy import CachePolicy
 from explorer.model.taps import Intervention, flat_interventions
 from explorer.model.trace import residual_stream_names
 from explorer.sampling import SamplingSettings, choose_token
 from explorer.session.attention_store import SessionAttention, decoder_position_bias
+from explorer.session.cache_plan import plan_for
 from explorer.session.inputs import decoder_start_id, encode_input
 from explorer.session.results import SessionFinished, StepResult, StepTiming, TopToken, timed
 from explorer.tokens import continuation_texts, piece_texts
@@ -71,13 +71,9 @@ class SessionCore:
         # What every pass of this session changes at the model's taps (a branch: with_interventions).
         self.interventions = flat_interventions(interventions)
         self.use_cache = use_cache and not self.needs_whole_passes
-        # Which keys and values the cache keeps, and how precisely (explorer.cache_policies).
-        self.cache_policy = cache_policy if cache_policy is not None else CachePolicy()
-        self.eviction_log: EvictionLog | None = None
-        if self.under_policy:
-            self._check_policy(use_cache)
-        if self.cache_policy.bits is not None or self.cache_policy.in_cache_positions:
-            self.record = NOTHING  # what each query read changed later (a group quantized, a key turned to a new rank)
+        # How the cache is made, filled and taken back under its policy (explorer.cache_policies).
+        self.cache_plan = plan_for(cache_policy, self.model, self.config, use_cache, self.interventions, self.record)
+        self.record = self.cache_plan.record(self.record)
         self.cache: KVCache | None = None
         self.steps: list[StepResult] = []
         self.timings: list[StepTiming] = []
@@ -86,9 +82,7 @@ class SessionCore:
         self.model_device = next(self.model.parameters()).device
         bias = functools.partial(decoder_position_bias, self.model.decoder, self.model_device)  # T5's
         self.attention = SessionAttention(self.config, self.max_positions, bias, self.model.record_store())
-        if self.cache_policy.evicts and "qk" in self.record:  # the views mask what each query's cache no longer held
-            self.eviction_log = EvictionLog(self.config.n_layers)
-            self.attention.self_inputs.evictions = self.eviction_log
+        self.attention.self_inputs.evictions = self.cache_plan.eviction_log
         self._next_logits: torch.Tensor | None = None  # (vocab,) for the next position
         self.newest_residuals: torch.Tensor | None = None  # (layers + 1, d_model): see take_in
 
@@ -106,38 +100,19 @@ class SessionCore:
             self.cache = self.new_cache()
         self.prefill_ms = self._process(self.prompt_length)
 
-    # ------------------------------------------------------------------ the cache and its policy
+    # ------------------------------------------------------------------ the cache (cache_plan.py)
     @property
-    def under_policy(self) -> bool:
-        """Whether the cache evicts or quantizes (not the full cache)."""
-        return self.cache_policy.evicts or self.cache_policy.bits is not None
-
-    def _check_policy(self, use_cache: bool) -> None:
-        if not isinstance(self.cache_policy, CachePolicy):
-            raise InputError(f"A cache policy comes from explorer.cache_policies, not {self.cache_policy!r}.")
-        if self.interventions:
-            raise InputError(
-                "A cache policy and interventions do not mix: a branch compares with its parent under the "
-                "full cache. Remove the interventions, or use the full cache."
-            )
-        if not use_cache:
-            raise InputError("A cache policy applies to the cache: turn the cache on.")
-        try:
-            self.cache_policy.check(self.config)
-        except PolicyError as error:
-            raise InputError(str(error)) from error
+    def cache_policy(self) -> CachePolicy:
+        """Which keys and values the cache keeps, and how precisely (the full cache by default)."""
+        return self.cache_plan.policy
 
     def new_cache(self) -> KVCache:
         """An empty cache under this session's policy."""
-        if self.under_policy:
-            return PolicyCache(self.config.n_layers, self.cache_policy, self.eviction_log, self.model.decoder.rotary)
-        return self.model.new_cache()
+        return self.cache_plan.new_cache()
 
     def rebuild_cache(self) -> None:
         """Run every token again into a new cache (an evicted entry cannot be taken back: undo
         under a policy replays the tokens kept)."""
-        if self.eviction_log is not None:
-            self.eviction_log.clear()
         self.cache = self.new_cache()
         self.attention.truncate(0)
         self._process(len(self.token_ids))
@@ -187,7 +162,9 @@ class SessionCore:
         """Run the model so that the last ``n_new`` tokens are processed, and take in what it gave
         (the next distribution, their attention rows). Returns the passes' milliseconds."""
         total_ms = 0.0
-        passes = self._passes(len(self.token_ids) - n_new, len(self.token_ids))
+        passes = self.cache_plan.passes(
+            len(self.token_ids) - n_new, len(self.token_ids), self.prompt_length, self.use_cache
+        )
         for start, end in passes[:-1]:  # under an evicting policy: the passes before the last
             output, elapsed_ms = self.pass_over(start, end)
             total_ms += elapsed_ms
@@ -197,22 +174,6 @@ class SessionCore:
         output, elapsed_ms = self.pass_over(start, end)
         self.absorb(output.logits[0, -1], output.trace, end - start)
         return total_ms + elapsed_ms
-
-    def _passes(self, first: int, end: int) -> list[tuple[int, int]]:
-        """The passes that process tokens ``first`` .. ``end - 1``: one, but under an evicting
-        policy one while the cache has room for them all, then one a token (each new key may evict
-        another before the next query reads the cache)."""
-        policy = self.cache_policy
-        if self.use_cache and policy.prefill_press:  # the prompt in one pass (pressed after it), then a token a pass
-            prompt_end = max(first, min(end, self.prompt_length))
-            together = [(first, prompt_end)] if prompt_end > first else []
-            return together + [(i, i + 1) for i in range(prompt_end, end)]
-        budget = policy.budget if self.use_cache else None
-        room = end - first if budget is None else max(0, budget - first)  # the cache holds the tokens before first
-        if room >= end - first:
-            return [(first, end)]
-        together = [(first, first + room)] if room else []
-        return together + [(i, i + 1) for i in range(first + room, end)]
 
     def pass_over_newest(self, n_new: int) -> tuple[Output, float]:
         """The session's pass that processes its last ``n_new`` tokens, and its milliseconds."""
@@ -309,8 +270,7 @@ class SessionCore:
         """Switch the cache; the tokens so far are kept (turning it on fills the cache once)."""
         if use_cache == self.use_cache:
             return
-        if self.under_policy:
-            raise InputError(f"The cache is under a policy ({self.cache_policy.label()}): choose the full cache first.")
+        self.cache_plan.refuse_cache_switch()
         if use_cache and self.needs_whole_passes:
             raise InputError("A mean ablation needs every position in each pass: this branch runs without the cache.")
         self.use_cache = use_cache
@@ -333,29 +293,13 @@ class SessionCore:
         return self.attention.query_attention(position, len(self.token_ids))
 
     def _require_attention_kept(self) -> None:
-        if self.cache_policy.in_cache_positions:
-            raise InputError(
-                f"Under {self.cache_policy.label()} a key is turned to a new position whenever an older one "
-                "leaves: no kept query and key give what an earlier step read, so the session draws no heatmaps. "
-                "Keep the original positions to see them; the KV-cache lab measures both."
-            )
-        if self.cache_policy.bits is not None:
-            raise InputError(
-                f"Under a quantized cache ({self.cache_policy.label()}) each query read keys as they were held at its "
-                "step, some in full precision, later as integers: the session keeps no attention rows to draw. "
-                "The KV-cache lab measures what quantization changes."
-            )
+        self.cache_plan.refuse_views()
 
     def evicted(self, layer: int, first: int = 0, last: int | None = None) -> np.ndarray | None:
         """(kv_heads, queries, T) True where the cache policy had evicted the key before the query
         at that row ran (for the queries at positions first .. last - 1); None without eviction."""
-        if self.eviction_log is None:
-            return None
         n = len(self.token_ids)
-        last = n if last is None else last
-        evicted_at = self.eviction_log.evicted_at(layer, n, self.config.n_kv_heads)  # (kv_heads, T)
-        queries = np.arange(first, last)[None, :, None]
-        return evicted_at.numpy()[:, None, :] <= queries
+        return self.cache_plan.evicted(layer, first, n if last is None else last, n)
 
     def cross_attention(self, layer: int) -> np.ndarray:
         """(heads, T, S) cross-attention of every target token over the source."""

@@ -93,7 +93,7 @@ class GenerationSession(SessionCore):
     def can_fork(self) -> bool:
         """Whether ``fork`` may copy this session: not under a cache policy (its cache's entries
         are rewritten in place as keys are evicted)."""
-        return not self.under_policy and self.eviction_log is None
+        return not self.cache_plan.rewrites_entries()
 
     def fork(self) -> GenerationSession:
         """An independent session with this one's text, settings, tokens and history that shares

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from explorer.errors import InputError
-from explorer.model import Output, PagedBatch, Record, Trace
+from explorer.model import CacheBatch, Output, Record, Trace, batch_of
 from explorer.model.trace import residual_stream_names
 from explorer.session.attention_store import keep_batch
 from explorer.session.results import StepResult, StepTiming, timed
@@ -74,7 +74,7 @@ class Step:
     def rollback(self) -> None:
         """Undo what the step began: its token, and whatever the failed pass put in the cache."""
         del self.session.token_ids[self._length :]
-        if self.session.under_policy:  # what the pass evicted is gone: the kept tokens are run again
+        if self.session.cache_plan.rewrites_entries():  # what the pass evicted is gone: the kept tokens are run again
             self.session.rebuild_cache()
         elif self._cached is not None:
             self.session.cache.truncate(self._cached)
@@ -87,8 +87,8 @@ def run_together(steps: list[Step]) -> list[StepResult]:
     first = steps[0].session
     ids = torch.tensor([[step.token] for step in steps], device=first.model_device)  # (B, 1)
     try:
-        cache = PagedBatch([step.session.cache for step in steps])
-        record = first.step_record(1)
+        cache = batch_of([step.session.cache for step in steps])
+        record = _batch_record([step.session for step in steps])
         output, elapsed_ms = timed(lambda: _batched_pass(first, ids, cache, record), first.model_device)
     except BaseException:
         for step in steps:
@@ -97,6 +97,13 @@ def run_together(steps: list[Step]) -> list[StepResult]:
     _take_in_together([step.session for step in steps], output)
     # The batch's pass is shared by its sessions: each step records its time.
     return [step.finish(output.trace.row(b), elapsed_ms) for b, step in enumerate(steps)]
+
+
+def _batch_record(sessions: list[SessionCore]) -> Record:
+    """What the batched pass keeps: what any of its sessions' steps keeps (a session under a
+    quantized cache keeps no queries and keys; the others' rows do)."""
+    records = [session.step_record(1) for session in sessions]
+    return Record(frozenset().union(*(r.kinds for r in records)), frozenset().union(*(r.names for r in records)))
 
 
 def _take_in_together(sessions: list[SessionCore], output: Output) -> None:
@@ -109,16 +116,18 @@ def _take_in_together(sessions: list[SessionCore], output: Output) -> None:
     if "residual" in trace.record:
         names = residual_stream_names(first.config.n_layers)
         residuals = torch.stack([trace[name][:, -1] for name in names], dim=1)  # (B, layers + 1, d)
-    if "qk" in trace.record:
-        keep_batch([session.attention.self_inputs.kept for session in sessions], trace, first.config.n_layers)
+    keeping = [b for b, session in enumerate(sessions) if "qk" in session.record]
+    if keeping:
+        kept = [sessions[b].attention.self_inputs.kept for b in keeping]
+        keep_batch(kept, trace, first.config.n_layers, batch_rows=keeping)
     for b, session in enumerate(sessions):
         session.take_in(logits[b], None if residuals is None else residuals[b])
-        if "qk" in trace.record and first.is_encoder_decoder:
+        if "qk" in session.record and first.is_encoder_decoder:
             session.attention.keep_cross(trace.row(b), 1)
 
 
 @torch.inference_mode()
-def _batched_pass(first: SessionCore, ids: torch.Tensor, cache: PagedBatch, record: Record) -> Output:
+def _batched_pass(first: SessionCore, ids: torch.Tensor, cache: CacheBatch, record: Record) -> Output:
     """(B, 1) ids through the model. Only the pass runs in inference mode, as a step alone does:
     what the sessions keep (grown outside it) must stay writable by their later steps."""
     if first.is_encoder_decoder:  # the sources were read at each session's prefill (their caches hold them)
@@ -138,7 +147,7 @@ def undo_last(session: SessionCore) -> None:
     session.steps.pop()
     session.timings.pop()
     kept = len(session.token_ids) - 1
-    if session.under_policy:  # an evicted entry cannot be taken back: the tokens kept are run again
+    if session.cache_plan.rewrites_entries():  # an evicted entry cannot be taken back: the tokens kept are run again
         session.rebuild_cache()
         return
     session.attention.truncate(kept)

@@ -184,7 +184,7 @@ def on_lab_apply(st, name, budget, sinks) -> Updates:
 @tab_event
 def on_lab_full(st) -> Updates:
     st = require(st)
-    return restarted(st, None) if st.session.under_policy else gr.skip()
+    return restarted(st, None) if st.session.cache_plan.under_policy else gr.skip()
 
 
 def restarted(st: ExplorerState, policy) -> Updates:
