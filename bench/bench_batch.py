@@ -1,14 +1,18 @@
 """A batched step of many sessions: its Python (PyTorch calls) and its time beside transformers'.
 
-Two tables, SmolLM2-135M-Instruct, sessions of ~200 tokens whose texts differ, 2 threads:
+Three tables, SmolLM2-135M-Instruct, sessions of ~430 tokens (150 words "w12 w25 ...") whose texts differ,
+2 threads:
 
 1. PyTorch calls made from Python by one batched step of 1, 8 and 32 sessions (counted with a
    TorchFunctionMode: each call gives up the GIL and takes it back), and the calls each further
    session adds. Target: at most 60 a further session.
 2. A batched step of 32 sessions against transformers' own batched decode of the same 32 texts
    (left-padded, cached, greedy; one new token per row), interleaved, medians: target <= 1.0x.
+3. Followers' memory: the blocks of the model's stores (the cache, the kept queries and keys) held
+   by a teacher's session alone, with 30 followers that fork it (as a workshop's followers in the
+   teacher's process do), and with 30 that replay its tokens (as they did before): target <= 1.5x.
 
-    python bench/bench_batch.py [--repeats 5]
+    python bench/bench_batch.py [--repeats 5] [--memory-only]
 
 Prints tables; not a test (compare ratios within one run, and say which CPU: `lscpu`).
 """
@@ -16,6 +20,7 @@ Prints tables; not a test (compare ratios within one run, and say which CPU: `ls
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -30,6 +35,7 @@ from torch.overrides import TorchFunctionMode
 
 import explorer
 from explorer.batching import batched_step
+from explorer.model.paged import BLOCK
 
 SIZES = (1, 8, 32)
 
@@ -56,7 +62,7 @@ def step(sessions) -> None:
 
 
 def calls_table(loaded) -> None:
-    print("\nPyTorch calls from Python in one batched step (SmolLM2, ~200-token sessions)")
+    print("\nPyTorch calls from Python in one batched step (SmolLM2, ~430-token sessions)")
     print(f"{'sessions':>8} {'calls':>8} {'per further session':>20}")
     one = None
     for size in SIZES:
@@ -123,20 +129,55 @@ def against_transformers(loaded, repeats: int, size: int = 32) -> None:
         ours.append(timed_ms(lambda: step(sessions)))
         theirs.append(timed_ms(hf.step))
     a, b = statistics.median(ours), statistics.median(theirs)
-    print(f"\nA batched step of {size} sessions (~200 tokens), medians of {repeats} interleaved")
+    print(f"\nA batched step of {size} sessions (~430 tokens), medians of {repeats} interleaved")
     print(f"{'run':40} {'ms':>8} {'x transformers':>15}")
     print(f"{'ours, batched_step':40} {a:8.0f} {a / b:15.2f}")
     print(f"{'transformers, batched decode (cached)':40} {b:8.0f} {1:15.2f}")
 
 
+def held_bytes(model) -> int:
+    """Bytes of the blocks in use in the model's stores (the cache's and the kept queries' and keys')."""
+    stores = (model.cache_store(), model.record_store())
+    return sum(store.used_blocks * store.bytes_per_position() * BLOCK for store in stores)
+
+
+def followers_memory(loaded, followers: int = 30) -> None:
+    print(f"\nA teacher's session (~430 tokens) and {followers} followers: blocks held in the model's stores")
+    print(f"{'who holds what':>40} {'MB':>8} {'x teacher':>10}")
+    gc.collect()
+    baseline = held_bytes(loaded.model)
+    teacher = explorer.GenerationSession(loaded, texts(1)[0])
+    for _ in range(8):
+        teacher.step()
+    alone = held_bytes(loaded.model) - baseline
+    rows = [("the teacher alone", alone)]
+    forks = [teacher.fork() for _ in range(followers)]
+    rows.append((f"+ {followers} forks (followers today)", held_bytes(loaded.model) - baseline))
+    for _ in range(4):  # the teacher steps on; each follower takes a fork of the new state
+        teacher.step()
+        forks = [teacher.fork() for _ in range(followers)]
+    gc.collect()
+    rows.append(("+ the same after 4 more steps", held_bytes(loaded.model) - baseline))
+    del forks
+    replays = [teacher.started_again() for _ in range(followers)]
+    for session in replays:
+        session.replay(teacher.generated_ids)
+    rows.append((f"+ {followers} replays (followers before)", held_bytes(loaded.model) - baseline))
+    for name, held in rows:
+        print(f"{name:>40} {held / 1e6:8.2f} {held / alone:10.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--memory-only", action="store_true", help="the followers' memory alone")
     args = parser.parse_args()
     torch.set_num_threads(2)
     loaded = explorer.load_model("smollm2-135m-instruct", progress=False)
-    calls_table(loaded)
-    against_transformers(loaded, args.repeats)
+    followers_memory(loaded)
+    if not args.memory_only:
+        calls_table(loaded)
+        against_transformers(loaded, args.repeats)
 
 
 if __name__ == "__main__":

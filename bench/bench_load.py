@@ -17,6 +17,7 @@ Prints tables; not a test (machines are shared and noisy: compare ratios within 
     BENCH_APP_ENV="DECODER_EXPLORER_RETURN_MEMORY_S=0" python bench/bench_load.py   # the app under extra env
     python bench/bench_load.py --memory-only   # the memory run alone
     python bench/bench_load.py --skip-curve --skip-floor --replicas 2   # one process, then 2 replicas behind nginx
+    python bench/bench_load.py --skip-curve --skip-floor --students 60  # a class of 60
 """
 
 from __future__ import annotations
@@ -129,14 +130,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def server_runs(client: str) -> dict:
+def server_runs(client: str, students: int = 30) -> dict:
     plans = {name: dataclasses.replace(plan, client=client) for name, plan in PLANS.items()}
     log = ARTIFACTS / "bench-load-app.log"
     log.unlink(missing_ok=True)
     with running_app(log, DECODER_EXPLORER_PROFILE="1", **APP_ENV) as (url, server):
         pid = server.pid
         alone, alone_parts = profiled(log, lambda: simulate_users(url, 1, 15, plans["no pause"]), pid)
-        klass, class_parts = profiled(log, lambda: simulate_users(url, 30, 15, plans["class"]), pid)
+        klass, class_parts = profiled(log, lambda: simulate_users(url, students, 15, plans["class"]), pid)
         rush, rush_parts = profiled(log, lambda: simulate_users(url, 20, 15, plans["no pause"]), pid)
         before_long = peak_rss_mb(server.pid)
         simulate_users(url, 30, 15, plans["long"])
@@ -145,7 +146,7 @@ def server_runs(client: str) -> dict:
     print(f"{'run':44} {'p50':>6} {'p95':>6} {'errors':>7} {'x-talk':>7} {'steps/s':>8}")
     for line in (
         row("one user, no pause", alone),
-        row("class: 30 students, think 1-3 s, 2/3 SmolLM2", klass),
+        row(f"class: {students} students, think 1-3 s, 2/3 SmolLM2", klass),
         row("20 users, no pause, 2/3 SmolLM2", rush),
     ):
         print(f"{line[0]:44} {line[1]:>6} {line[2]:>6} {line[3]:>7} {line[4]:>7} {line[5]:>8}")
@@ -169,7 +170,7 @@ def replica_pids(run_dir: Path) -> dict[str, int]:
     return {r["name"]: r["pid"] for r in state["replicas"]}
 
 
-def replica_runs(client: str, count: int, threads: int | None) -> dict:
+def replica_runs(client: str, count: int, threads: int | None, students: int = 30) -> dict:
     """The same runs through nginx in front of ``count`` replicas (python -m explorer.serve), and
     each replica's peak memory with the 30 long sessions spread over them."""
     plans = {name: dataclasses.replace(plan, client=client) for name, plan in PLANS.items()}
@@ -180,7 +181,7 @@ def replica_runs(client: str, count: int, threads: int | None) -> dict:
         pids = replica_pids(run_dir)
         servers = [*pids.values(), json.loads((run_dir / "replicas.json").read_text())["nginx_pid"]]
         alone, alone_cpu = with_cpu(servers, lambda: simulate_users(url, 1, 15, plans["no pause"]))
-        klass, class_cpu = with_cpu(servers, lambda: simulate_users(url, 30, 15, plans["class"]))
+        klass, class_cpu = with_cpu(servers, lambda: simulate_users(url, students, 15, plans["class"]))
         rush, rush_cpu = with_cpu(servers, lambda: simulate_users(url, 20, 15, plans["no pause"]))
         models_mb = {name: peak_rss_mb(pid) for name, pid in pids.items()}
         simulate_users(url, 30, 15, plans["long"])
@@ -211,7 +212,7 @@ def compare(one: dict, many: dict, count: int) -> None:
     """One process against ``count`` replicas, measured back to back in this run."""
     print(f"\nOne process against {count} replicas behind nginx (step round trip, ms; same machine, back to back)")
     print(f"{'run':36} {'one p50':>8} {'one p95':>8} {'N p50':>8} {'N p95':>8} {'steps/s':>12} {'CPU/step N':>11}")
-    names = ("one user, no pause", "class: 30 students, think 1-3 s", "20 users, no pause")
+    names = ("one user, no pause", "class: the students, think 1-3 s", "20 users, no pause")
     for name, a, b, cpu in zip(names, one["runs"], many["runs"], many["cpu"], strict=True):
         rates = f"{len(a.latencies) / a.seconds:.1f} / {len(b.latencies) / b.seconds:.1f}"
         print(f"{name:36} {a.median:8.0f} {a.percentile(0.95):8.0f} {b.median:8.0f} {b.percentile(0.95):8.0f} "
@@ -287,6 +288,7 @@ def main() -> None:
         "--replica-threads", type=int, help="PyTorch threads per replica (default: the cores shared out)"
     )
     parser.add_argument("--skip-floor", action="store_true", help="skip Gradio's own floor (a no-op event)")
+    parser.add_argument("--students", type=int, default=30, help="how many students the class has (default 30)")
     parser.add_argument(
         "--client", choices=["page", "gradio_client"], default="page",
         help="the simulated users' client: 'page' speaks the queue protocol at a browser's cost (default); "
@@ -299,10 +301,11 @@ def main() -> None:
     if not args.skip_curve:
         batch_curve()
     if args.replicas:
-        one = server_runs(args.client)
-        compare(one, replica_runs(args.client, args.replicas, args.replica_threads), args.replicas)
+        one = server_runs(args.client, args.students)
+        many = replica_runs(args.client, args.replicas, args.replica_threads, args.students)
+        compare(one, many, args.replicas)
     elif not args.skip_server:
-        server_runs(args.client)
+        server_runs(args.client, args.students)
     if not args.skip_floor:
         gradio_alone()
 
