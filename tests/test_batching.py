@@ -8,6 +8,7 @@ import threading
 
 import numpy as np
 import pytest
+import torch
 
 import explorer
 from explorer.batching import BatchStats, StepBatcher, batched_step, step_together
@@ -290,3 +291,53 @@ def test_sessions_under_cache_policies_step_in_the_batch_as_alone(family):
                 np.testing.assert_allclose(batched.self_attention(layer), single.self_attention(layer), atol=1e-5)
                 a, b = batched.evicted(layer), single.evicted(layer)
                 assert (a is None) == (b is None) and (a is None or (a == b).all())
+
+
+def test_a_window_in_the_store_gives_back_its_evicted_blocks_and_batches_as_alone(checkpoints):
+    """A window (with sinks or not) keeps its positions in the model's store: a block all of whose
+    positions left the window goes back (a hole in its table), and its rows in a batch read only
+    what the window holds, as alone (against the policy's own slots: ``PolicyCache``)."""
+    from explorer import cache_policies as cp
+    from explorer.model.paged import HOLE
+    from explorer.model.window_cache import WindowedKVCache
+
+    loaded = explorer.load_model(str(checkpoints["llama"]), progress=False)
+    text = " ".join(["the cat sat on the mat and looked at the dog"] * 4)
+    policies = [cp.window(6), cp.sinks(3, 5)]
+
+    def make():
+        return [explorer.GenerationSession(loaded, TEXTS["llama"][1])] + [
+            explorer.GenerationSession(loaded, text, cache_policy=p) for p in policies
+        ]
+
+    together, alone = make(), make()
+    assert all(isinstance(s.cache, WindowedKVCache) for s in together[1:])
+    for _ in range(20):
+        step_together(together)
+        for session in alone:
+            session.step()
+    for batched, single in zip(together, alone, strict=True):
+        assert batched.token_ids == single.token_ids
+        assert float((batched.next_logits() - single.next_logits()).abs().max()) <= 1e-5
+    for session, policy in zip(together[1:], policies, strict=True):
+        n = len(session.token_ids)
+        assert n > 16 * 3 and session.cache.sequence.blocks[1] == HOLE  # evicted blocks went back
+        sinks = getattr(policy, "sinks", 0)
+        assert session.cache.held_positions(0)[0].tolist() == [*range(sinks), *range(n - policy.budget + sinks, n)]
+        assert (
+            float((policy_cache_logits(loaded, session.token_ids, policy) - session.next_logits()).abs().max()) <= 1e-4
+        )
+
+
+def policy_cache_logits(loaded, ids, policy):
+    """(vocab,) the next token's logits with the policy's own slots (``PolicyCache``): one pass
+    while it has room, then a token a pass, as generation runs it."""
+    from explorer.model.policy_cache import PolicyCache
+
+    cache = PolicyCache(loaded.config.n_layers, policy, rotary=loaded.model.decoder.rotary)
+    tokens = torch.tensor([ids])
+    bounds = [(0, policy.budget)] + [(i, i + 1) for i in range(policy.budget, len(ids))]
+    with torch.inference_mode():
+        for a, b in bounds:
+            logits = loaded.model(tokens[:, a:b], cache=cache).logits[0, -1]
+    return logits

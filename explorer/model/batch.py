@@ -128,6 +128,7 @@ class PagedBatch(CacheBatch):
         block 0 (its positions masked)."""
         count = -(-(max(self._lengths) + 1) // BLOCK)
         tables = [c.sequence.blocks[:count] + [0] * (count - len(c.sequence.blocks[:count])) for c in self.caches]
+        tables = [[max(block, 0) for block in table] for table in tables]  # a hole (HOLE) is read as block 0, masked
         return torch.tensor(tables, device=self._store.device)
 
     def mask(self, window: int | None) -> torch.Tensor:
@@ -138,8 +139,16 @@ class PagedBatch(CacheBatch):
             visible = keys <= newest
             if window is not None:
                 visible &= keys > newest - window
-            self._masks[window] = visible[:, None, None, :]
+            self._masks[window] = (visible & self._reads(keys, newest))[:, None, None, :]
         return self._masks[window]
+
+    def _reads(self, keys: torch.Tensor, newest: torch.Tensor) -> torch.Tensor:
+        """(B, T_max) what each row's cache lets its query read: every key, or under a window
+        policy its sinks and its last keys (``window_cache.py``)."""
+        reads = [cache.reads or (0, self._width) for cache in self.caches]
+        sinks = torch.tensor([r[0] for r in reads], device=keys.device)[:, None]  # (B, 1)
+        window = torch.tensor([r[1] for r in reads], device=keys.device)[:, None]
+        return (keys < sinks) | (keys > newest - window)
 
     @property
     def lengths(self) -> list[int]:
@@ -156,16 +165,15 @@ class PagedBatch(CacheBatch):
             layer, self._write, {"keys": keys[:, :, 0].transpose(0, 1), "values": values[:, :, 0].transpose(0, 1)}
         )
         for cache in self.caches:
-            cache.lengths[layer] += 1
-            cache.sequence.length = cache.lengths[layer]
+            cache.advance(layer, 1)
         all_keys = store.read_blocks(layer, "keys", self._tables, self._width)  # (B, kv_heads, T_max, hd)
         all_values = store.read_blocks(layer, "values", self._tables, self._width)
         return PaddedKV(all_keys, all_values, self.mask, keys, values)
 
 
 def in_store(cache: KVCache) -> bool:
-    """Whether the cache keeps its positions in blocks of a store (a cache under a policy keeps its own)."""
-    return cache.sequence is not None and type(cache) is KVCache
+    """Whether the cache keeps its positions in blocks of a store (most caches under a policy keep their own)."""
+    return cache.sequence is not None
 
 
 class SplitBatch(CacheBatch):

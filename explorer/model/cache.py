@@ -98,6 +98,9 @@ class KVCache:
         self.store = store
         self.sequence: PagedSequence | None = None  # made at the first append (the store's shape is known then)
         self.lengths = [0] * n_layers  # positions held per layer (a pass appends layer by layer)
+        # Which positions a new query reads, (sinks, window): the first ``sinks`` and the last
+        # ``window`` (window_cache.py); None: every one.
+        self.reads: tuple[int, int] | None = None
         self.cross_attn: list[LayerKV | None] = [None] * n_layers
         self._cross_bytes: int | None = None
 
@@ -116,8 +119,13 @@ class KVCache:
         if layer == 0:
             sequence.prepare(start, end)
         sequence.write(layer, start, {"keys": keys[0], "values": values[0]})
-        self.lengths[layer] = sequence.length = end
+        self.advance(layer, keys.shape[2])
         return LayerKV(sequence.read(layer, "keys", end)[None], sequence.read(layer, "values", end)[None])
+
+    def advance(self, layer: int, n_new: int) -> None:
+        """Layer ``layer`` now holds ``n_new`` positions more (written into the store)."""
+        self.lengths[layer] += n_new
+        self.sequence.length = self.lengths[layer]
 
     def _sequence_for(self, keys: torch.Tensor) -> PagedSequence:
         if self.sequence is None:

@@ -31,6 +31,7 @@ import weakref
 import torch
 
 BLOCK = 16  # positions per block: a session wastes at most 15 slots, a table stays short
+HOLE = -1  # a block table's entry for a block given back early (never read)
 FIRST_BLOCKS = 64  # the store's first size, in blocks (1,024 positions)
 
 
@@ -98,10 +99,11 @@ class PagedStore:
             return taken
 
     def share(self, blocks: list[int]) -> None:
-        """One more sequence holds these blocks (a copy of a sequence)."""
+        """One more sequence holds these blocks (a copy of a sequence); holes are skipped."""
         with self.lock:
             for block in blocks:
-                self.refs[block] += 1
+                if block != HOLE:
+                    self.refs[block] += 1
 
     def release(self, blocks: list[int]) -> None:
         """A sequence lets go of these blocks; a block nobody holds is free again."""
@@ -133,6 +135,8 @@ class PagedStore:
 
     def _let_go(self, blocks: list[int]) -> None:
         for block in blocks:
+            if block == HOLE:  # a block the sequence gave back early (a window's evicted positions)
+                continue
             self.refs[block] -= 1
             if self.refs[block] == 0:
                 self.free.append(block)
@@ -253,6 +257,16 @@ class PagedSequence:
         if first is not None:
             return self.store.read_range(layer, name, first + start, first + end)
         return self.store.read(layer, name, self.slots(start, end))
+
+    def let_go_before(self, end: int, keep: int = 0) -> None:
+        """Give back every block whose positions all lie in keep .. end - 1 (a window's evicted
+        positions: no later query reads them); its place in the table becomes a ``HOLE``."""
+        for index in range(-(-keep // BLOCK), end // BLOCK):
+            block = self.blocks[index]
+            if block != HOLE:
+                self.store.release([block])
+                self.blocks[index] = HOLE
+                self._table = None
 
     def truncate(self, length: int) -> None:
         """Forget every position from ``length`` on (their blocks stay, to be written again)."""

@@ -3,7 +3,8 @@
 
 - ``FullCache``: every key and value in the model's store (``model/paged.py``): one pass for any
   number of new tokens, an undo cuts the cache back, a fork shares its blocks.
-- ``UnderPolicy``: a ``PolicyCache`` that evicts or quantizes. An evicting cache processes one
+- ``UnderPolicy``: a cache that evicts or quantizes: a window (sinks or not) in the model's
+  store (``model/window_cache.py``), any other policy in a ``PolicyCache`` of its own. An evicting cache processes one
   token a pass once it is full (each new key may evict another before the next query reads); an
   entry evicted or quantized cannot be taken back, so an undo runs the kept tokens again; the
   views mask the keys each query's cache no longer held (``EvictionLog``), and a policy that
@@ -22,6 +23,7 @@ from explorer.model import NOTHING, KVCache, ModelConfig, Record
 from explorer.model.cache_policy import CachePolicy, PolicyError
 from explorer.model.policy_cache import EvictionLog, PolicyCache
 from explorer.model.taps import Intervention
+from explorer.model.window_cache import WindowedKVCache, reads_of
 
 Passes = list[tuple[int, int]]  # (start, end): a pass processes tokens start .. end - 1
 
@@ -79,8 +81,13 @@ class UnderPolicy(FullCache):
         return NOTHING if self.policy.bits is not None or self.policy.in_cache_positions else record
 
     def new_cache(self) -> KVCache:
+        """A window (with sinks or not) in the model's store (``WindowedKVCache``: the session
+        batches with others like any); any other policy in a ``PolicyCache`` of its own."""
         if self.eviction_log is not None:
             self.eviction_log.clear()
+        reads = reads_of(self.policy)
+        if reads is not None:
+            return WindowedKVCache(self.config.n_layers, self.model.cache_store(), reads, self.eviction_log)
         return PolicyCache(self.config.n_layers, self.policy, self.eviction_log, self.model.decoder.rotary)
 
     def passes(self, first: int, end: int, prompt_length: int, use_cache: bool) -> Passes:
