@@ -12,7 +12,7 @@ Three tables, SmolLM2-135M-Instruct, sessions of ~430 tokens (150 words "w12 w25
    by a teacher's session alone, with 30 followers that fork it (as a workshop's followers in the
    teacher's process do), and with 30 that replay its tokens (as they did before): target <= 1.5x.
 
-    python bench/bench_batch.py [--repeats 5] [--memory-only]
+    python bench/bench_batch.py [--repeats 5] [--memory-only | --skip-memory]
 
 Prints tables; not a test (compare ratios within one run, and say which CPU: `lscpu`).
 """
@@ -171,10 +171,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--memory-only", action="store_true", help="the followers' memory alone")
+    parser.add_argument("--skip-memory", action="store_true", help="the calls and the time only")
     args = parser.parse_args()
     torch.set_num_threads(2)
     loaded = explorer.load_model("smollm2-135m-instruct", progress=False)
-    followers_memory(loaded)
+    if not args.skip_memory:
+        followers_memory(loaded)
     if not args.memory_only:
         calls_table(loaded)
         against_transformers(loaded, args.repeats)

@@ -182,12 +182,15 @@ class PagedStore:
     def read_blocks(self, layer: int, name: str, tables: torch.Tensor, length: int) -> torch.Tensor:
         """(B, heads, length, head_dim): row b's first ``length`` positions, from the blocks in
         ``tables[b]`` (B, blocks), copied a whole block at a time."""
+        batch, count = tables.shape
         with self.lock:
             tensor = self.tensors[name][layer]  # (heads, slots, hd)
-            blocks = tensor.view(tensor.shape[0], -1, BLOCK, tensor.shape[2])[
-                :, tables
-            ]  # (heads, B, blocks, BLOCK, hd)
-        return blocks.flatten(2, 3)[:, :, :length].transpose(0, 1)
+            heads, _, head_dim = tensor.shape
+            # index_select of whole blocks: ~4x faster on CPU than indexing with the 2-D table.
+            blocks = tensor.view(heads, -1, BLOCK, head_dim).index_select(
+                1, tables.flatten()
+            )  # (heads, B x blocks, BLOCK, hd)
+        return blocks.view(heads, batch, count * BLOCK, head_dim)[:, :, :length].transpose(0, 1)
 
 
 class PagedSequence:
