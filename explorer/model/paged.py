@@ -50,7 +50,9 @@ class PagedStore:
         self.dtype, self.device = dtype, torch.device(device)
         element = torch.empty((), dtype=dtype).element_size()
         self._position_bytes = sum(self.fields.values()) * head_dim * n_layers * element  # every layer and field
-        self.tensors = {name: self._empty(heads, 0) for name, heads in self.fields.items()}  # (L, heads, slots, hd)
+        # Per field, one (heads, slots, hd) tensor a layer: the store grows and shrinks a layer at a
+        # time, so the copy in flight is one layer's, not the whole store's (the process's peak memory).
+        self.tensors = {name: [self._empty(heads, 0) for _ in range(n_layers)] for name, heads in self.fields.items()}
         self.refs: list[int] = []  # per block: how many sequences hold it (0: free)
         self.free: list[int] = []  # free blocks, the lowest last (taken first: a sequence's blocks stay in order)
         self.lock = threading.Lock()
@@ -63,9 +65,7 @@ class PagedStore:
         # is written by passes that are not). Zeros, not empty memory: a batch reads the slots past a
         # row's length (masked, weight 0), and 0 x NaN from never-written memory would be NaN.
         with torch.inference_mode(False):
-            return torch.zeros(
-                (self.n_layers, heads, blocks * BLOCK, self.head_dim), dtype=self.dtype, device=self.device
-            )  # fmt: skip
+            return torch.zeros((heads, blocks * BLOCK, self.head_dim), dtype=self.dtype, device=self.device)
 
     @property
     def n_blocks(self) -> int:
@@ -80,7 +80,7 @@ class PagedStore:
     @property
     def nbytes(self) -> int:
         """Bytes the store has reserved (used or free)."""
-        return sum(t.nbytes for t in self.tensors.values())
+        return sum(t.nbytes for layers in self.tensors.values() for t in layers)
 
     def bytes_per_position(self) -> int:
         """Bytes one position takes in every layer and field."""
@@ -126,10 +126,11 @@ class PagedStore:
         idle = self.n_blocks > FIRST_BLOCKS and self.n_blocks - len(self.free) <= self.n_blocks // 4
         if not idle or any(self.refs[half:]):
             return
-        for name, tensor in self.tensors.items():
-            kept = self._empty(tensor.shape[1], half)
-            kept.copy_(tensor[:, :, : half * BLOCK])
-            self.tensors[name] = kept
+        for layers in self.tensors.values():
+            for layer, tensor in enumerate(layers):
+                kept = self._empty(tensor.shape[0], half)
+                kept.copy_(tensor[:, : half * BLOCK])
+                layers[layer] = kept
         del self.refs[half:]
         self.free = [block for block in self.free if block < half]
 
@@ -149,16 +150,18 @@ class PagedStore:
         """Block ``target`` becomes a copy of block ``source`` (every layer and field)."""
         with self.lock:
             src, dst = slice(source * BLOCK, (source + 1) * BLOCK), slice(target * BLOCK, (target + 1) * BLOCK)
-            for tensor in self.tensors.values():
-                tensor[:, :, dst] = tensor[:, :, src]
+            for layers in self.tensors.values():
+                for tensor in layers:
+                    tensor[:, dst] = tensor[:, src]
 
     def _grow(self, more: int) -> None:
         """``more`` blocks more (the lock held): new tensors, the old slots copied in."""
         old = self.n_blocks
-        for name, tensor in self.tensors.items():
-            grown = self._empty(tensor.shape[1], old + more)
-            grown[:, :, : old * BLOCK] = tensor
-            self.tensors[name] = grown
+        for layers in self.tensors.values():
+            for layer, tensor in enumerate(layers):
+                grown = self._empty(tensor.shape[0], old + more)
+                grown[:, : old * BLOCK] = tensor
+                layers[layer] = grown  # the old tensor goes now: one layer's copy in flight at a time
         self.refs.extend([0] * more)
         self.free = sorted(self.free + list(range(old, old + more)), reverse=True)
 

@@ -74,7 +74,7 @@ class WindowedKVCache(KVCache):
         if end <= self.budget:
             return
         if self.log is not None:
-            kv_heads = self.store.tensors["keys"].shape[1]
+            kv_heads = self.store.fields["keys"]
             self.log.record(layer, torch.full((kv_heads,), end - 1 - self.window), end - 1)
         if layer == len(self.lengths) - 1:
             self.sequence.let_go_before(end - self.window, keep=self.sinks)
@@ -91,7 +91,7 @@ class WindowedKVCache(KVCache):
             if end <= self.budget
             else torch.cat([torch.arange(self.sinks), torch.arange(end - self.window, end)])
         )
-        return kept.expand(self.store.tensors["keys"].shape[1], -1)
+        return kept.expand(self.store.fields["keys"], -1)
 
     def quantized_positions(self, layer: int) -> int:
         return 0
