@@ -106,6 +106,21 @@ def test_the_status_line_counts_down_the_last_64_positions(checkpoints):
     assert f"the session is full ({cap} positions): Undo or Reset" in status_line(state)
 
 
+def test_the_status_line_counts_a_translators_source_and_translation(checkpoints):
+    """A translator's status line counts the source tokens the encoder read and the tokens
+    translated so far (not "1 tokens" for the start token, nor a prompt it never had)."""
+    from explorer.present.views import ExplorerState, status_line
+
+    loaded = explorer.load_model(str(checkpoints["marian"]), progress=False)
+    session = explorer.GenerationSession(loaded, "twenty-one")
+    line = status_line(ExplorerState("tiny", session))
+    assert f"{len(session.source_ids)} source tokens · 0 tokens translated" in line and "prompt" not in line
+    session.step()
+    assert "1 token translated" in status_line(ExplorerState("tiny", session))
+    decoder = explorer.GenerationSession(explorer.load_model(str(checkpoints["gpt2"]), progress=False), "Hi")
+    assert f"{len(decoder.token_ids)} tokens (0 generated)" in status_line(ExplorerState("tiny", decoder))
+
+
 @pytest.mark.parametrize(
     ("family", "setting", "says"),
     [

@@ -334,17 +334,29 @@ def cache_summary(state: ExplorerState) -> str:
     return line
 
 
+def _counted(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+def _counts(session, n_new: int) -> list[str]:
+    """How many tokens: a translator's source (read by the encoder) and its translation so far,
+    a decoder's text and how many of them it generated."""
+    if session.is_encoder_decoder:
+        return [_counted(len(session.source_ids), "source token"), f"{_counted(n_new, 'token')} translated"]
+    return [f"{_counted(len(session.token_ids), 'token')} ({n_new} generated)"]
+
+
 def status_line(state: ExplorerState) -> str:
     session = state.session
     n_new = len(session.generated_ids)
     name = model_store.public_name(state.model_name)  # a local folder never shows the server's path
-    parts = [f"**{name}**", f"{len(session.token_ids)} tokens ({n_new} generated)"]
+    parts = [f"**{name}**", *_counts(session, n_new)]
     if session.steps:
         last = session.steps[-1]
         parts.append(f"last step {last.elapsed_ms:.0f} ms with the cache {'on' if last.use_cache else 'off'}")
     if session.cache_plan.under_policy:
         parts.append(f"cache: {session.cache_policy.label()}")
-    else:
+    elif not session.is_encoder_decoder:
         parts.append(f"prompt read in {session.prefill_ms:.0f} ms")
     if session.finished:
         parts.append("the model ended the text")
