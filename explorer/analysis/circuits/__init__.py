@@ -1,0 +1,7 @@
+"""QK and OV circuits on the live model: why a head looks where it looks (qk.py), what it carries
+(ov.py), which earlier heads it composes with (composition.py); all from the stream's components
+(stream.py), read from one traced pass of the session (traced.py)."""
+
+from .qk import WhyAttends, why_attends, why_row
+
+__all__ = ["WhyAttends", "why_attends", "why_row"]

@@ -1,0 +1,115 @@
+"""QK and OV circuits (explorer/analysis/circuits): every decomposition sums to what the model computed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import explorer
+from explorer.analysis.circuits import why_row
+
+TOL = 1e-4  # relative, in float32
+TEXT = "The quick brown fox: def add(a, b)"
+FAMILIES = ["gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "opt", "gpt_neox", "gemma3_text"]
+TRANSLATORS = ["marian", "bart", "mbart", "t5", "flan_t5"]
+
+
+def stepped(loaded, use_cache: bool, steps: int = 3) -> explorer.GenerationSession:
+    text = "twenty-one on March 3" if loaded.config.is_encoder_decoder else TEXT
+    session = explorer.GenerationSession(loaded, text, use_cache=use_cache)
+    for _ in range(steps):
+        session.step()
+    return session
+
+
+def readable_keys(config, layer: int, query: int) -> list[int]:
+    window = config.window_of(layer)
+    return list(range(0 if window is None else max(0, query - window + 1), query + 1))
+
+
+def assert_rows_sum_to_scores(cells) -> None:
+    """Each cell's pairs sum to the model's own score, within TOL of the row's largest score."""
+    scores = np.array([cell.score for cell in cells])
+    sums = np.array([cell.pairs.sum() for cell in cells])
+    assert np.abs(sums - scores).max() <= TOL * max(np.abs(scores).max(), 1e-3), (sums, scores)
+    for cell in cells:  # the sides are the pair matrix's rows and columns
+        assert sum(cell.query_components.values()) == pytest.approx(cell.pairs.sum(), rel=1e-9, abs=1e-9)
+        assert sum(cell.key_components.values()) == pytest.approx(cell.pairs.sum(), rel=1e-9, abs=1e-9)
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+@pytest.mark.parametrize("use_cache", [True, False], ids=["cache", "no-cache"])
+@pytest.mark.parametrize("family", FAMILIES + TRANSLATORS)
+def test_score_is_the_sum_of_its_pairs_on_every_family(checkpoints, family, use_cache):
+    loaded = explorer.load_model(str(checkpoints[family]))
+    config = loaded.config
+    session = stepped(loaded, use_cache)
+    query = len(session.token_ids) - 1
+    for layer in range(config.n_layers):
+        for head in (0, config.n_heads - 1):
+            keys = readable_keys(config, layer, query)
+            cells = why_row(session, layer, head, query, keys)
+            assert_rows_sum_to_scores(cells)
+            # the scores, through the softmax, are the session's own heatmap row (cache on or off)
+            weights = softmax(np.array([cell.pairs.sum() for cell in cells]))
+            assert np.abs(weights - session.self_attention(layer)[head, query, keys]).max() <= TOL
+
+
+@pytest.mark.parametrize("use_cache", [True, False], ids=["cache", "no-cache"])
+@pytest.mark.parametrize("family", TRANSLATORS)
+def test_cross_attention_keys_are_the_encoder_memorys_components(checkpoints, family, use_cache):
+    loaded = explorer.load_model(str(checkpoints[family]))
+    config = loaded.config
+    session = stepped(loaded, use_cache)
+    query, keys = len(session.token_ids) - 1, list(range(len(session.source_ids)))
+    for layer in range(config.n_layers):
+        cells = why_row(session, layer, 1, query, keys, attention="cross")
+        assert_rows_sum_to_scores(cells)
+        assert all(name.startswith("enc.") for name in cells[0].key_names if name != "k bias")
+        assert f"enc.L{config.n_encoder_layers - 1}.H0" in cells[0].key_names
+        assert f"L{layer}.H0" in cells[0].query_names  # this layer's own self-attention came first
+        weights = softmax(np.array([cell.pairs.sum() for cell in cells]))
+        assert np.abs(weights - session.cross_attention(layer)[1, query]).max() <= TOL
+
+
+def test_components_are_named_by_what_wrote_them(checkpoints):
+    loaded = explorer.load_model(str(checkpoints["gpt2"]))
+    session = stepped(loaded, use_cache=True)
+    cell = explorer.why_attends(session, 2, 1, 5, 3)
+    heads = [f"L{layer}.H{head}" for layer in range(2) for head in range(loaded.config.n_heads)]
+    assert set(cell.query_names) == {"embed", "bias", "q bias", "L0.mlp", "L1.mlp", *heads}
+    assert set(cell.key_names) == {"embed", "bias", "k bias", "L0.mlp", "L1.mlp", *heads}
+    assert cell.pairs.shape == (len(cell.query_names), len(cell.key_names))
+    assert "Layer 2 head 1 scores" in cell.summary()
+    first = explorer.why_attends(explorer.GenerationSession(loaded, TEXT), 0, 0, 1, 0)
+    assert set(first.query_names) == {"embed", "bias", "q bias"}  # the embedding, the LayerNorm beta
+
+
+def test_cells_the_head_cannot_read_are_refused(checkpoints):
+    loaded = explorer.load_model(str(checkpoints["gemma3_text"]))
+    session = stepped(loaded, use_cache=True, steps=8)
+    query = len(session.token_ids) - 1
+    with pytest.raises(explorer.InputError, match="reads keys"):
+        explorer.why_attends(session, 0, 0, 3, 4)  # the future
+    sliding = next(layer for layer in range(loaded.config.n_layers) if loaded.config.window_of(layer))
+    with pytest.raises(explorer.InputError, match="reads keys"):
+        explorer.why_attends(session, sliding, 0, query, 0)  # past the window
+    with pytest.raises(explorer.InputError, match="layer"):
+        explorer.why_attends(session, 99, 0, query, 0)
+    with pytest.raises(explorer.InputError, match="cross-attention"):
+        explorer.why_attends(session, 0, 0, query, 0, attention="cross")
+
+
+def test_smollm2_scores_are_the_sum_of_their_pairs(smollm2):
+    session = explorer.GenerationSession(smollm2, "The cat sat on the mat. The cat sat on the", use_cache=True)
+    session.step()
+    query = len(session.token_ids) - 1
+    for layer in (0, 5, 17, 29):
+        cells = why_row(session, layer, 3, query, list(range(query + 1)))
+        assert_rows_sum_to_scores(cells)
+        weights = softmax(np.array([cell.pairs.sum() for cell in cells]))
+        assert np.abs(weights - session.self_attention(layer)[3, query]).max() <= TOL
