@@ -113,3 +113,51 @@ def test_smollm2_scores_are_the_sum_of_their_pairs(smollm2):
         assert_rows_sum_to_scores(cells)
         weights = softmax(np.array([cell.pairs.sum() for cell in cells]))
         assert np.abs(weights - session.self_attention(layer)[3, query]).max() <= TOL
+
+
+def assert_carried_sums(carried) -> None:
+    """The keys' vectors sum to the head's output, their logit effects to its direct effect."""
+    scale = max(np.abs(carried.output).max(), 1e-6)
+    assert np.abs(carried.vectors.sum(0) - carried.output).max() <= TOL * scale
+    effects_scale = max(np.abs(carried.logit_effects).max(), abs(carried.direct_effect), 1e-6)
+    assert abs(carried.logit_effects.sum() - carried.direct_effect) <= TOL * effects_scale
+    assert np.allclose(carried.norms, np.linalg.norm(carried.vectors, axis=-1))
+
+
+@pytest.mark.parametrize("family", FAMILIES + TRANSLATORS)
+def test_what_a_head_carries_sums_to_its_output_and_direct_effect(checkpoints, family):
+    loaded = explorer.load_model(str(checkpoints[family]))
+    config = loaded.config
+    session = stepped(loaded, use_cache=True)
+    for query in (len(session.token_ids) - 2, len(session.token_ids) - 1):
+        for layer in range(config.n_layers):
+            head = config.n_heads - 1  # the last head: the last group of a grouped-query model
+            carried = explorer.what_it_carries(session, layer, head, query)
+            assert_carried_sums(carried)
+            weights = session.self_attention(layer)[head, query]
+            assert np.abs(carried.weights - weights[carried.keys]).max() <= TOL
+            if config.is_encoder_decoder:
+                assert_carried_sums(explorer.what_it_carries(session, layer, head, query, attention="cross"))
+    # the direct effects of every head, every MLP, the embedding and the biases make the logit
+    from explorer.analysis.circuits.ov import _direct
+
+    query = len(session.token_ids) - 2
+    carried = explorer.what_it_carries(session, 0, 0, query, token=7)
+    _, parts = _direct(session, query)
+    logit = session.full_pass().logits[0, query, 7]
+    bias = 0.0 if loaded.model.final_logits_bias is None else float(loaded.model.final_logits_bias[7])
+    direct = (parts @ loaded.model.lm_head.weight[7]).sum() + bias
+    assert float(direct) == pytest.approx(float(logit), abs=TOL * max(abs(float(logit)), 1.0))
+    assert carried.token_id == 7 and "carries most from" in carried.summary()
+
+
+def test_weight_times_what_is_carried_colours_the_heatmap(checkpoints):
+    from explorer.analysis.circuits import carried_norms
+
+    loaded = explorer.load_model(str(checkpoints["llama"]))  # grouped-query
+    session = stepped(loaded, use_cache=True)
+    query = len(session.token_ids) - 1
+    norms = carried_norms(session, 1, 3)  # (queries, keys)
+    assert norms.shape == (query + 1, query + 1)
+    assert np.allclose(norms[query, : query + 1], explorer.what_it_carries(session, 1, 3, query).norms, atol=1e-6)
+    assert (np.triu(norms, 1) == 0).all()  # the future carries nothing
