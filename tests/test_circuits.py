@@ -161,3 +161,36 @@ def test_weight_times_what_is_carried_colours_the_heatmap(checkpoints):
     assert norms.shape == (query + 1, query + 1)
     assert np.allclose(norms[query, : query + 1], explorer.what_it_carries(session, 1, 3, query).norms, atol=1e-6)
     assert (np.triu(norms, 1) == 0).all()  # the future carries nothing
+
+
+@pytest.mark.parametrize(("family", "attention"), [("llama", "self"), ("gpt_neox", "self"), ("marian", "cross")])
+def test_composition_is_the_attention_weighted_share_of_each_side(checkpoints, family, attention):
+    loaded = explorer.load_model(str(checkpoints[family]))
+    session = stepped(loaded, use_cache=True)
+    layer, head = loaded.config.n_layers - 1, 1
+    found = explorer.composition(session, layer, head, attention)
+    for kind in ("k", "q", "v"):
+        assert sum(getattr(found, kind).values()) == pytest.approx(1.0, abs=1e-6)
+    assert all(is_head_name(name) for name, _ in found.heads("k"))
+    # K- and Q-composition from why_attends, cell by cell: Σ_ij α_ij |the component's share of the score|
+    n, sources = len(session.token_ids), len(session.source_ids)
+    key_shares, query_shares = {}, {}
+    for query in range(n):
+        keys = list(range(sources)) if attention == "cross" else list(range(query + 1))
+        weights = (session.cross_attention(layer) if attention == "cross" else session.self_attention(layer))[
+            head, query
+        ]
+        for cell in why_row(session, layer, head, query, keys, attention):
+            for shares, parts in ((key_shares, cell.key_components), (query_shares, cell.query_components)):
+                for name, value in parts.items():
+                    shares[name] = shares.get(name, 0.0) + weights[cell.key] * abs(value)
+    for expected, got in ((key_shares, found.k), (query_shares, found.q)):
+        total = sum(expected.values())
+        assert max(abs(expected[name] / total - got[name]) for name in got) <= 1e-4
+    assert "keys made mostly by" in found.summary()
+
+
+def is_head_name(name: str) -> bool:
+    from explorer.analysis.circuits.composition import HEAD
+
+    return HEAD.match(name) is not None

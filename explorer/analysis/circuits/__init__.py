@@ -2,7 +2,17 @@
 (ov.py), which earlier heads it composes with (composition.py); all from the stream's components
 (stream.py), read from one traced pass of the session (traced.py)."""
 
+from .composition import Composition, composition
 from .ov import Carried, carried_norms, what_it_carries
 from .qk import WhyAttends, why_attends, why_row
 
-__all__ = ["Carried", "WhyAttends", "carried_norms", "what_it_carries", "why_attends", "why_row"]
+__all__ = [
+    "Carried",
+    "Composition",
+    "WhyAttends",
+    "carried_norms",
+    "composition",
+    "what_it_carries",
+    "why_attends",
+    "why_row",
+]

@@ -64,20 +64,30 @@ def _sublayer_input(model, layer: int, attention: str, stream: Stream) -> Stream
     return stream.normed(norm) if block.norm_first or block.parallel_residual else stream
 
 
+def streams(
+    session: GenerationSession, layer: int, query_positions: list[int], key_positions: list[int], attention: str
+):
+    """(query-side stream, key-side stream, rotary angles or None) as the sublayer reads them."""
+    model, kept = session.model, traced(session)
+    if attention == "self":
+        positions = sorted({*query_positions, *key_positions})
+        stream = _sublayer_input(model, layer, "self", walk(model, kept.decoder, positions, (layer, "self")))
+        return stream, stream, model.decoder.rotary_angles(torch.arange(max(positions) + 1))[layer]
+    stream = _sublayer_input(model, layer, "cross", walk(model, kept.decoder, query_positions, (layer, "cross")))
+    return stream, walk(model, kept.encoder, sorted(set(key_positions)), stack="encoder"), None
+
+
+def attention_module(session: GenerationSession, layer: int, attention: str) -> nn.Module:
+    block = session.model.decoder.layers[layer]
+    return block.cross_attn if attention == "cross" else block.self_attn
+
+
 def sides(session: GenerationSession, layer: int, head: int, query: int, keys: list[int], attention: str):
     """(query side at ``query``, key side at ``keys``) of one head."""
-    model, kept = session.model, traced(session)
-    block = model.decoder.layers[layer]
-    attn = block.self_attn if attention == "self" else block.cross_attn
+    attn = attention_module(session, layer, attention)
     kv_head = head // session.config.queries_per_kv_head
-    if attention == "self":
-        positions = sorted({query, *keys})
-        stream = _sublayer_input(model, layer, "self", walk(model, kept.decoder, positions, (layer, "self")))
-        rotary = model.decoder.rotary_angles(torch.arange(max(positions) + 1))[layer]
-        return _projected(attn, stream, "q", head, rotary), _projected(attn, stream, "k", kv_head, rotary)
-    stream = _sublayer_input(model, layer, "cross", walk(model, kept.decoder, [query], (layer, "cross")))
-    memory = walk(model, kept.encoder, sorted(set(keys)), stack="encoder")
-    return _projected(attn, stream, "q", head, None), _projected(attn, memory, "k", kv_head, None)
+    q_stream, k_stream, rotary = streams(session, layer, [query], keys, attention)
+    return _projected(attn, q_stream, "q", head, rotary), _projected(attn, k_stream, "k", kv_head, rotary)
 
 
 @dataclass
