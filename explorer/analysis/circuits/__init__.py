@@ -5,6 +5,7 @@
 from .composition import Composition, composition
 from .ov import Carried, carried_norms, what_it_carries
 from .qk import WhyAttends, why_attends, why_row
+from .traced import traced
 
 __all__ = [
     "Carried",
@@ -12,6 +13,7 @@ __all__ = [
     "WhyAttends",
     "carried_norms",
     "composition",
+    "traced",
     "what_it_carries",
     "why_attends",
     "why_row",

@@ -61,7 +61,7 @@ def _shares(names: list[str], amounts: torch.Tensor) -> dict[str, float]:
 def _values_by_part(attn, stream, kv_head: int, head: int, weights: torch.Tensor) -> tuple[list[str], torch.Tensor]:
     """(names, (C,)) Σ_i ‖Σ_j α_ij v_c(j) W_O,h‖ for each part c of the value side (its bias one more)."""
     hd = attn.head_dim
-    parts = stream.parts @ attn.v_proj.weight.view(-1, hd, stream.parts.shape[-1])[kv_head].T  # (C, K, hd)
+    parts = stream.project(attn.v_proj.weight.view(-1, hd, attn.v_proj.weight.shape[-1])[kv_head])  # (C, K, hd)
     names = list(stream.names)
     if attn.v_proj.bias is not None:
         parts = torch.cat([parts, attn.v_proj.bias.view(-1, hd)[kv_head].expand(1, *parts.shape[1:])])

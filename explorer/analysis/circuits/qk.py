@@ -46,7 +46,7 @@ def _projected(attn: nn.Module, stream: Stream, which: str, head: int, rotary) -
     hd = attn.head_dim
     proj = attn.q_proj if which == "q" else attn.k_proj
     weight = proj.weight.view(-1, hd, proj.weight.shape[-1])[head]  # (hd, d_model)
-    parts, names = stream.parts @ weight.T, list(stream.names)  # (C, P, hd)
+    parts, names = stream.project(weight), list(stream.names)  # (C, P, hd)
     if proj.bias is not None:
         parts = torch.cat([parts, proj.bias.view(-1, hd)[head].expand(1, *parts.shape[1:])])
         names.append(f"{which} bias")

@@ -21,7 +21,6 @@ An encoder's components (a translator's memory) are named the same, after ``enc.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -30,11 +29,13 @@ from explorer.model.norms import RMSNorm
 from explorer.model.trace import Trace
 
 
-def fixed_norm(norm: nn.Module, parts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``parts`` (C, P, d) through ``norm`` with its scale held at the value the sum of the parts
-    (the stream, (P, d)) gives it: the transformed parts (C, P, d) and the norm's own bias (d,) or
-    None. The transformed parts plus that bias sum to ``norm(parts.sum(0))``."""
-    total = parts.sum(0)  # (P, d)
+def fixed_norm(
+    norm: nn.Module, parts: torch.Tensor, total: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``parts`` (C, P, d) through ``norm`` with its scale held at the value the stream ``total``
+    (P, d; by default the sum of the parts) gives it: the transformed parts (C, P, d) and the norm's
+    own bias (d,) or None. The transformed parts plus that bias sum to ``norm(parts.sum(0))``."""
+    total = parts.sum(0) if total is None else total  # (P, d)
     if isinstance(norm, RMSNorm):
         scale = torch.rsqrt(total.pow(2).mean(-1, keepdim=True) + norm.eps)  # (P, 1)
         return parts * scale * norm.weight, None
@@ -54,18 +55,27 @@ def head_outputs(attn: nn.Module, z: torch.Tensor) -> torch.Tensor:
     return torch.einsum("hpe,dhe->hpd", z, w_o)
 
 
-@dataclass
 class Stream:
-    """Components of one stack's stream at ``positions``: ``parts[c]`` (P, d) is named ``names[c]``."""
+    """Components of one stack's stream at ``positions``: ``parts[c]`` (P, d) is named ``names[c]``.
+    Parts added are joined into one tensor only when read (a row's walk adds hundreds)."""
 
-    names: list[str]
-    parts: torch.Tensor  # (C, P, d_model)
-    positions: list[int]
-    prefix: str = ""  # "enc." for an encoder's components
+    def __init__(self, names: list[str], parts: torch.Tensor, positions: list[int], prefix: str = "") -> None:
+        self.names, self.positions, self.prefix = names, positions, prefix  # prefix: "enc." for an encoder
+        self._chunks = [parts]  # (C_i, P, d_model) each
+        self._pending: tuple[nn.Module, torch.Tensor] | None = None  # a norm ``project`` applies (normed)
+
+    @property
+    def parts(self) -> torch.Tensor:
+        """(C, P, d_model)"""
+        if self._pending is not None:
+            raise RuntimeError("a normed stream is read through project()")
+        if len(self._chunks) > 1:
+            self._chunks = [torch.cat(self._chunks)]
+        return self._chunks[0]
 
     def add(self, names: list[str], parts: torch.Tensor) -> None:
         self.names += [self.prefix + name for name in names]
-        self.parts = torch.cat([self.parts, parts])
+        self._chunks.append(parts)
 
     def add_bias(self, bias: torch.Tensor | None) -> None:
         """Add a bias (d,) at every position to the ``bias`` component (made when first needed)."""
@@ -73,24 +83,38 @@ class Stream:
             return
         name = self.prefix + "bias"
         if name not in self.names:
-            self.add(["bias"], torch.zeros_like(self.parts[:1]))
-        self.parts[self.names.index(name)] += bias
+            self.add(["bias"], torch.zeros_like(self._chunks[0][:1]))
+        self.parts[self.names.index(name)] += bias  # parts are the walk's own tensors, never a trace's
 
     def through(self, norm: nn.Module) -> None:
         """Every part through ``norm`` with its scale held (a post-norm, a final norm)."""
-        self.parts, bias = fixed_norm(norm, self.parts)
+        parts, bias = fixed_norm(norm, self.parts)
+        self._chunks = [parts]
         self.add_bias(bias)
 
     def normed(self, norm: nn.Module) -> Stream:
-        """The components of ``norm(stream)`` (a pre-norm sublayer's input): a copy, each part
-        through the norm with its scale held, a LayerNorm's beta joining ``bias``."""
-        copy = Stream(list(self.names), self.parts, self.positions, self.prefix)  # through() makes new parts
-        copy.through(norm)
+        """The components of ``norm(stream)`` (a pre-norm sublayer's input), each part through the
+        norm with its scale held, a LayerNorm's beta joining ``bias``. Lazy: ``project`` applies the
+        norm part by part on the way to a head's smaller space (a row's stream is large)."""
+        copy = Stream(list(self.names), self._chunks[0], self.positions, self.prefix)
+        copy._chunks, copy._pending = list(self._chunks), (norm, self.total)
+        if getattr(norm, "bias", None) is not None and copy.prefix + "bias" not in copy.names:
+            copy.add(["bias"], torch.zeros_like(copy._chunks[0][:1]))
         return copy
+
+    def project(self, weight: torch.Tensor) -> torch.Tensor:
+        """(C, P, rows) each part (through the pending norm) times ``weight`` (rows, d_model)ᵀ."""
+        if self._pending is None:
+            return self.parts @ weight.T
+        norm, total = self._pending
+        out = torch.cat([fixed_norm(norm, chunk, total)[0] @ weight.T for chunk in self._chunks])
+        if getattr(norm, "bias", None) is not None:
+            out[self.names.index(self.prefix + "bias")] += norm.bias @ weight.T
+        return out
 
     @property
     def total(self) -> torch.Tensor:
-        return self.parts.sum(0)  # (P, d_model)
+        return sum(chunk.sum(0) for chunk in self._chunks)  # (P, d_model)
 
 
 def _at(trace: Trace, name: str, positions: list[int]) -> torch.Tensor:
@@ -109,13 +133,10 @@ def _attention_parts(
     (Gemma 3: norm(Σ heads + bias), its scale held at the whole output's). ``split`` may replace a
     head's part by parts of its own (what_it_carries: one per key), before that norm."""
     heads = head_outputs(attn, _at(trace, f"{tap}.z", stream.positions))  # (H, P, d)
-    names, parts = [], []
-    for h in range(heads.shape[0]):
-        name = f"{label}.H{h}"
-        more_names, more = split(name, heads[h]) if split is not None else ([name], heads[h][None])
-        names += more_names
-        parts.append(more)
-    parts = torch.cat(parts)  # (C, P, d)
+    names, parts = [f"{label}.H{h}" for h in range(heads.shape[0])], heads
+    if split is not None:
+        pieces = [split(name, heads[h]) for h, name in enumerate(names)]
+        names, parts = [n for more, _ in pieces for n in more], torch.cat([more for _, more in pieces])  # (C, P, d)
     bias = attn.o_proj.bias
     if after is None:
         stream.add(names, parts)
