@@ -45,6 +45,7 @@ TABS = (
     Tab("ablation", "Switch heads off", "switch_off"),
     Tab("patching", "Patching", "patching"),
     Tab("attribution", "Why this token", "attribution"),
+    Tab("circuits", "Why this cell", "circuits"),
     Tab("compare", "Compare runs", "compare_runs"),
     Tab("proof", "Causal proof", "causal_proof"),
     Tab("architecture", "Architecture and cost", "architecture"),

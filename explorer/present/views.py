@@ -18,6 +18,7 @@ from explorer.analysis.patching import PatchingResult
 from explorer.analysis.proof import ParallelCheck, Sandbox
 from explorer.analysis.roles import HeadRoles
 from explorer.present import model_store
+from explorer.present.circuits import CellChoice
 from explorer.present.lesson_at import LessonAt
 from explorer.present.tabs import DEFAULT_TAB
 from explorer.present.workshop_seats import Following, Leading
@@ -61,6 +62,7 @@ class ExplorerState:
     image_format: str = "png"  # what the figures' camera button downloads: "png" or "svg"
     colour_scale: str = DEFAULT_SCALE  # the attention weights' colours (explorer.viz.colours)
     switched_off: SwitchedOff = field(default_factory=SwitchedOff)  # heads and sublayers to switch off
+    circuits: CellChoice = field(default_factory=CellChoice)  # "Why this cell": the colouring and the key
     patching: PatchingResult | None = None  # the last patching sweep (of its own two texts, not the session's)
     lesson: LessonAt | None = None  # the lesson step on screen (the Lessons panel's slice)
     workshop: Leading | Following | None = None  # this tab's part in a workshop (its panel's slice), set by the server

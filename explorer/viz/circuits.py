@@ -1,0 +1,46 @@
+"""Why a cell: a score's largest query- and key-side components as bars, and their pair matrix."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .figure_json import Figure
+
+RAISES, LOWERS = "#2171b5", "#d94801"  # as the attribution's colours: blue raises the score, orange lowers it
+
+
+def _bars(items: list[tuple[str, float]], axis: str, title: str) -> dict:
+    names, values = [n for n, _ in items][::-1], [float(v) for _, v in items][::-1]  # the largest on top
+    return {
+        "type": "bar", "orientation": "h", "x": values, "y": names, "xaxis": f"x{axis}", "yaxis": f"y{axis}",
+        "marker": {"color": [RAISES if v >= 0 else LOWERS for v in values]}, "name": title, "showlegend": False,
+        "hovertemplate": "%{y}: %{x:+.3f}<extra>" + title + "</extra>",
+    }  # fmt: skip
+
+
+def why_figure(
+    query_top: list[tuple[str, float]],  # (component, its share of the score), largest |share| first
+    key_top: list[tuple[str, float]],
+    pairs: np.ndarray,  # (len(query_top), len(key_top)): those components' pairs
+    title: str,
+) -> Figure:
+    """Query-side bars, key-side bars, and the pair matrix of those components (query rows, key columns)."""
+    limit = float(np.abs(pairs).max()) if pairs.size else 1.0
+    matrix = {
+        "type": "heatmap", "z": pairs.tolist(), "x": [n for n, _ in key_top], "y": [n for n, _ in query_top],
+        "xaxis": "x3", "yaxis": "y3", "zmin": -limit, "zmax": limit, "zmid": 0,
+        "colorscale": [[0, LOWERS], [0.5, "#ffffff"], [1, RAISES]], "colorbar": {"len": 0.4, "y": 0.2, "thickness": 12},
+        "hovertemplate": "query %{y} × key %{x}: %{z:+.3f}<extra></extra>",
+    }  # fmt: skip
+    layout = {
+        "title": {"text": title, "x": 0.01, "font": {"size": 14}},
+        "height": 640, "margin": {"l": 90, "r": 20, "t": 60, "b": 90},
+        "xaxis1": {"domain": [0.0, 0.45], "anchor": "y1", "title": {"text": "query side"}, "zeroline": True},
+        "yaxis1": {"domain": [0.58, 1.0], "anchor": "x1", "automargin": True},
+        "xaxis2": {"domain": [0.55, 1.0], "anchor": "y2", "title": {"text": "key side"}, "zeroline": True},
+        "yaxis2": {"domain": [0.58, 1.0], "anchor": "x2", "automargin": True},
+        "xaxis3": {"domain": [0.0, 0.9], "anchor": "y3", "title": {"text": "key component"}, "automargin": True},
+        "yaxis3": {"domain": [0.0, 0.42], "anchor": "x3", "title": {"text": "query component"}, "automargin": True,
+                   "autorange": "reversed"},
+    }  # fmt: skip
+    return {"data": [_bars(query_top, "1", "query side"), _bars(key_top, "2", "key side"), matrix], "layout": layout}
