@@ -27,7 +27,7 @@ TEMPLATE = """
   <button class="attention-download" type="button" title="Download the figure as shown"></button>
 </div>
 <div class="attention-frame">
-  <div class="attention-figure"></div>
+  <div class="attention-figure" data-selects-query="SELECTS_QUERY"></div>
   <div class="attention-tip" role="status" hidden></div>
 </div>
 <details class="attention-table">
@@ -66,7 +66,10 @@ def attention_heatmap_view(label: str, elem_id: str, selects_query: bool) -> gr.
     position as ``index``, as a click on the token strip does."""
     # Its name on the tools' line, not in a label badge above it: one line less between the
     # tabs and the cells (the projector layout needs every line of a 720-pixel screen).
+    # Said in the template, not only as a prop: a component in a tab not yet opened can be mounted
+    # with an update's props in place of its own (Gradio 6), and a click would then pick nothing.
     template = TEMPLATE.replace("QUERY_HINT", QUERY_HINT if selects_query else "").replace("LABEL", label)
+    template = template.replace("SELECTS_QUERY", "yes" if selects_query else "no")
     return gr.HTML(
         value=None, label=label, show_label=False, container=True, elem_id=elem_id, render=False,
         html_template=template, css_template=CSS, js_on_load=SCRIPT, apply_default_css=False,

@@ -45,9 +45,15 @@ def test_a_query_picked_explains_its_winning_cell_as_bars(page):
     idle(page)
     page.click("button[role=tab]:has-text('Why this cell')")
     wait_plot_title(page, "circuits-heatmap", f"Layer {LAYER}, head {HEAD}")
-    # The query: a click on its token (a click on a heatmap row should do the same; in this tab it
-    # did not fire in Chromium here, see the report of issue 43).
-    page.locator("#token-strip .token").nth(QUERY).click()
+    # The query: a click on its row of this tab's heatmap (the tab is mounted when first opened,
+    # with an update's props: the template says that a row picks the query, heatmap.py).
+    canvas = page.locator("#circuits-heatmap canvas.attention-cells")
+    canvas.scroll_into_view_if_needed()
+    box, rows = (
+        canvas.bounding_box(),
+        page.evaluate("() => document.querySelector('#circuits-heatmap canvas.attention-cells').height"),
+    )
+    page.mouse.click(box["x"] + box["width"] * 0.1, box["y"] + (QUERY + 0.5) * box["height"] / rows)
     wait_query_at(page, QUERY)
     cell, carried = reference(1)
     wait_plot_title(page, "circuits-bars", f"Why query {QUERY} reads key {cell.key} ")

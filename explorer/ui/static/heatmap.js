@@ -443,7 +443,8 @@
   });
   figureBox.addEventListener("click", (event) => {
     const cell = cellAt(event);
-    if (dragged || !props.selects_query || !cell || cell.query === undefined || event.detail !== 1) return;
+    const selectsQuery = figureBox.dataset.selectsQuery === "yes"; // the template says it (heatmap.py)
+    if (dragged || !selectsQuery || !cell || cell.query === undefined || event.detail !== 1) return;
     // A click picks that query, as a click on its token does; wait a moment in case it is a double-click.
     clearTimeout(pendingSelect);
     pendingSelect = setTimeout(() => trigger("select", { index: cell.query, value: cell.query }), 250);
