@@ -28,7 +28,7 @@ from explorer.analysis import export
 from explorer.analysis.cache_lab import run_policy
 from explorer.analysis.export_html import export_html
 from explorer.errors import InputError
-from explorer.present import insights, views
+from explorer.present import circuits, insights, views
 from explorer.present.views import MEAN, ExplorerState, checked_query, checked_view
 from explorer.session import GenerationSession
 from explorer.viz import cache_lab as lab_figures
@@ -63,6 +63,19 @@ def kv_lab_figure(state: ExplorerState) -> dict:
 
 
 # Each view: a function from the view's state to a plotly figure dict or a PIL image.
+def why_this_cell_figure(state: ExplorerState) -> dict:
+    """Why the query reads the key it reads most (the page's Why this cell): the largest
+    query- and key-side components of the score and their pairs (``explorer.why_attends``)."""
+    head = circuits.chosen_head(state.head)
+    return circuits.cell_figure(circuits.explained(state.session, state.layer, head, state.query_position(), None))
+
+
+def carried_figure(state: ExplorerState) -> dict:
+    """The head's heatmap coloured by weight × what is carried, ‖α v W_O‖ (``explorer.what_it_carries``)."""
+    head = circuits.chosen_head(state.head)
+    return circuits.heatmap_figure(state.session, state.layer, head, state.query_position(), "carried")
+
+
 VIEWS: dict[str, Callable] = {
     "self-attention": views.self_attention_figure,
     "heads": views.heads_grid_image,
@@ -73,6 +86,8 @@ VIEWS: dict[str, Callable] = {
     "head-roles": insights.roles_image,
     "kv-cache": views.timing_figure,
     "kv-lab": kv_lab_figure,
+    "why-this-cell": why_this_cell_figure,
+    "carried": carried_figure,
 }
 
 

@@ -30,14 +30,22 @@ def translated(checkpoints):
 
 def app_views():
     """What the page draws for each view, listed here apart from notebook.VIEWS (issue 28)."""
-    from explorer.present import insights, views
+    from explorer.present import circuits, insights, views
     from explorer.viz import head_grid
+
+    def why(state):  # the page's Why this cell: the query's winning cell (head 2 of the page's choice)
+        cell = circuits.explained(state.session, state.layer, int(state.head), state.query_position(), None)
+        return circuits.cell_figure(cell)
+
+    def carried(state):
+        return circuits.heatmap_figure(state.session, state.layer, int(state.head), state.query_position(), "carried")
 
     return {
         "self-attention": views.self_attention_figure, "cross-attention": views.cross_attention_figure,
         "encoder-attention": views.encoder_attention_figure, "every-layer": views.every_layer_figure,
         "logit-lens": insights.lens_figure, "head-roles": insights.roles_image, "kv-cache": views.timing_figure,
         "heads": lambda state: head_grid(state.session.self_attention(state.layer), causal=True),
+        "why-this-cell": why, "carried": carried,
     }  # fmt: skip
 
 
