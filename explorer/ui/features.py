@@ -21,10 +21,5 @@ def tab_feature(tab: Tab) -> Feature:
 FEATURES: tuple[Feature, ...] = (*(tab_feature(tab) for tab in TABS), WORKSHOP, MODEL_CHOICE, SAVE_AND_SHARE)
 
 
-def placed(place: str) -> tuple[Feature, ...]:
-    """The features the frame lays out at ``place``, in the registry's order."""
-    return tuple(feature for feature in FEATURES if place in feature.places)
-
-
 def after_event_hooks() -> tuple[AfterEvent, ...]:
     return tuple(feature.after_event for feature in FEATURES if feature.after_event is not None)
