@@ -21,19 +21,17 @@ from explorer.batching import MAX_BATCH
 from explorer.loading.checkpoints import import_tokenizer_classes
 from explorer.present.tabs import TABS
 from explorer.serve.replicas import SECRET_ENV, TRUSTED_PROXY_ENV
-from explorer.ui import absent_packages, api, events, health, lesson_events, lifecycle, source
+from explorer.ui import absent_packages, api, events, health, lifecycle, source
 from explorer.ui.features import FEATURES, after_event_hooks
 from explorer.ui.gradio_private import ExplorerBlocks, set_on_queue
 from explorer.ui.layout import (
     CSS,
     PAGE_SCRIPT,
     PRESENTER_SCRIPT,
-    SHOW_FEEDBACK,
     TAB_SESSION_HEAD,
     build_page,
     theme,
 )
-from explorer.ui.lesson_events import LESSON_VIEWS
 from explorer.ui.page import Page
 from explorer.ui.render import SESSION_VIEWS, SETTINGS, figure_names, model_view_names, step_views
 from explorer.ui.tab import release_closed_tab
@@ -81,10 +79,12 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     restored = {*everything, *settings, page.tabs}
     figures = p(*figure_names())
 
-    lesson_shown = {*restored, *p(*LESSON_VIEWS)}
-    loaded = demo.load(on(page, lesson_events.on_load), [page.model, *settings, page.kept], lesson_shown)
-    demo.load(on(page, lesson_events.on_progress), [page.lessons_done], [page.lesson], queue=False)
-    wire_lessons(page, lesson_shown)
+    # The page's first load: a feature's own opening (its link), else a link's session, the one
+    # this browser kept, or the default model (explorer.ui.lifecycle).
+    openers = tuple(feature.opens for feature in FEATURES if feature.opens is not None)
+    opened = {*restored, *p(*(name for feature in FEATURES for name in feature.opens_views))}
+    load = on(page, lifecycle.page_load(openers))
+    loaded = demo.load(load, [page.model, *settings, page.kept], opened)
     demo.unload(release_closed_tab)
     # A step changes the step views, and the session views when the text changed (a new session).
     stepped = {*step_outputs, *p(*SESSION_VIEWS)}
@@ -98,7 +98,7 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     generate = page.generate_button.click(
         on(page, events.on_generate), [page.state, page.max_new, *settings], stepped, **quick, **steps
     )
-    switched = {*everything, page.tabs, *p(*lifecycle.CLOSED_LESSON)}  # another model closes a lesson
+    switched = {*everything, page.tabs}  # what another model changes (and its features', their own)
     page.stop_button.click(on(page, events.on_stop), [page.state], step_outputs, queue=False, cancels=[generate])
     page.undo_button.click(on(page, events.on_undo), [page.state], step_outputs, trigger_mode="multiple", **quick)
     page.reset_button.click(on(page, events.on_reset), [page.state, *settings], everything)
@@ -134,20 +134,6 @@ def wire_view_choices(wiring: Wiring) -> None:
     page.colour_scale.input(on(page, events.on_colour_scale), [state, page.colour_scale], figures, **quick)
     # Presenter mode is the page's alone: a class on the body (static/page.css), and the heatmaps redraw.
     page.presenter.change(None, [page.presenter], None, js=PRESENTER_SCRIPT)
-
-
-def wire_lessons(page: Page, shown: set) -> None:
-    """The Lessons panel: a lesson or the next step sets up everything on screen; Check answers."""
-    done, p = page.lessons_done, page.pick
-    page.lesson.input(on(page, lesson_events.on_lesson), [page.lesson, page.state, done], shown)
-    page.lesson_next.click(on(page, lesson_events.on_lesson_next), [page.state, done], shown)
-    page.lesson_back.click(on(page, lesson_events.on_lesson_back), [page.state], shown)
-    # Check may first put the step's own view back (the question is about it): every view.
-    checked = {*shown, *p("lessons_done")}
-    # The answer appears where the eye is: at 1280x720 the feedback sits below the fold.
-    page.lesson_check.click(
-        on(page, lesson_events.on_lesson_check), [page.state, page.lesson_answer, done], checked
-    ).then(None, js=SHOW_FEEDBACK)
 
 
 def step_concurrency() -> int:

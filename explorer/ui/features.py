@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from explorer.present.tabs import TABS, Tab
 from explorer.ui.feature import AfterEvent, Feature
+from explorer.ui.panels.lessons import LESSONS
 from explorer.ui.panels.model_choice import MODEL_CHOICE
 from explorer.ui.panels.save_and_share import SAVE_AND_SHARE
 from explorer.ui.panels.workshop import WORKSHOP
@@ -18,7 +19,7 @@ def tab_feature(tab: Tab) -> Feature:
     return Feature(tab.id, wire=getattr(module, "wire", None), figures=module.figures)
 
 
-FEATURES: tuple[Feature, ...] = (*(tab_feature(tab) for tab in TABS), WORKSHOP, MODEL_CHOICE, SAVE_AND_SHARE)
+FEATURES: tuple[Feature, ...] = (*(tab_feature(tab) for tab in TABS), LESSONS, WORKSHOP, MODEL_CHOICE, SAVE_AND_SHARE)
 
 
 def after_event_hooks() -> tuple[AfterEvent, ...]:

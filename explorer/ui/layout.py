@@ -14,7 +14,6 @@ import os
 
 import gradio as gr
 
-from explorer.lessons import LESSONS
 from explorer.present import views
 from explorer.present.tabs import TABS
 from explorer.present.views import MEAN
@@ -28,7 +27,6 @@ from explorer.ui.texts import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
 from explorer.viz import colours
 
 BROWSER_KEY = "decoder-explorer-session"
-LESSONS_KEY = "decoder-explorer-lessons"  # which lesson steps this browser has answered
 
 TEXT_ENV = "DECODER_EXPLORER_TEXT"  # the text a page opens with (python -m explorer --text)
 
@@ -52,7 +50,6 @@ PAGE_SCRIPT = (
 # In the page's <head>, before Gradio reads the kept session: each tab's own copy first.
 TAB_SESSION_HEAD = static("tab_session.js").replace("__KEY__", BROWSER_KEY)
 PRESENTER_SCRIPT = static("presenter.js")  # presenter mode on or off (a class on the body)
-SHOW_FEEDBACK = static("show_feedback.js")  # after Check: the lesson's feedback scrolled into sight
 
 
 def theme() -> gr.themes.Base:
@@ -95,7 +92,6 @@ def build_page(browser_secret: str) -> Page:
         # This tab's session as the browser keeps it (localStorage), so that a reload or a server
         # restart (a Space sleeps and wakes) brings it back: the tokens are replayed through the model.
         kept=gr.BrowserState(None, storage_key=BROWSER_KEY, secret=browser_secret),
-        lessons_done=gr.BrowserState({}, storage_key=LESSONS_KEY, secret=browser_secret),
     )
     page.lay_out("hidden")  # what the features keep in the browser, and what their scripts read and press
     # Its link to a panel folded further down opens that panel (the panel's own script): a student
@@ -118,7 +114,7 @@ def build_page(browser_secret: str) -> Page:
             page.add(**buttons())
     with gr.Row(equal_height=False, elem_id="workbench"):
         with gr.Column(scale=2, min_width=300):
-            lessons_panel(page)
+            page.lay_out("workbench")  # the panels above the tokens
             page.add(**session_panel())
             with gr.Column(elem_id="explorer-settings"):  # folded away on a student's page (page.css)
                 page.add(**settings(page, page.text))
@@ -137,25 +133,6 @@ def view_tabs(page: Page) -> None:
             with gr.Tab(tab.title, id=tab.id, visible=not tab.translator_only, elem_id=f"tab-{tab.id}") as block:
                 page.add(**{tab.component: block})
                 code(tab).layout(page)
-
-
-def lessons_panel(page: Page) -> None:
-    """Guided lessons (explorer.lessons): closed until a lesson is chosen or linked to."""
-    made = {}
-    with gr.Accordion("Lessons", open=False, elem_id="lessons") as made["lessons_panel"]:
-        made["lesson"] = gr.Dropdown(
-            choices=[(f"{lesson.number}. {lesson.title}", lesson.number) for lesson in LESSONS], value=None,
-            label="Lesson", elem_id="lesson",
-        )  # fmt: skip
-        made["lesson_text"] = gr.Markdown(texts.LESSONS, elem_id="lesson-text")
-        made["lesson_answer"] = gr.Radio([], label="Your answer", elem_id="lesson-answer")
-        with gr.Row():
-            made["lesson_check"] = gr.Button("Check", variant="primary", elem_id="lesson-check", size="sm")
-            made["lesson_next"] = gr.Button("Next step", elem_id="lesson-next", size="sm")
-            made["lesson_back"] = gr.Button("Back to your text", elem_id="lesson-back", size="sm", visible=False)
-        made["lesson_feedback"] = gr.Markdown(elem_id="lesson-feedback")
-        page.add(**made)
-        page.lay_out("lessons")  # the panels inside this one
 
 
 def settings(page: Page, text: gr.Textbox) -> dict:
