@@ -21,7 +21,7 @@ from explorer.batching import MAX_BATCH
 from explorer.loading.checkpoints import import_tokenizer_classes
 from explorer.present.tabs import TABS
 from explorer.serve.replicas import SECRET_ENV, TRUSTED_PROXY_ENV
-from explorer.ui import absent_packages, api, events, health, lifecycle, source
+from explorer.ui import absent_packages, api, events, health, lifecycle
 from explorer.ui.features import FEATURES, after_event_hooks
 from explorer.ui.gradio_private import ExplorerBlocks, set_on_queue
 from explorer.ui.layout import (
@@ -207,11 +207,10 @@ def start(**kwargs) -> gr.Blocks:
         css=CSS, js=PAGE_SCRIPT, head=TAB_SESSION_HEAD, theme=theme(), max_file_size=snapshot.MAX_FILE_BYTES,
         run_history=False, prevent_thread_lock=True, enable_monitoring=False, **kwargs,
     )  # fmt: skip
-    for feature in FEATURES:  # each feature's own routes
+    for feature in FEATURES:  # each feature's own routes (a panel's own requests, a tab's links)
         if feature.routes is not None:
             feature.routes(demo.app)
     health.add_routes(demo.app)  # GET /health: a replica is alive; a page learns its server changed
-    source.add_routes(demo.app)  # GET /source/explorer/model/<file>.py: the Architecture tab's link
     return demo
 
 

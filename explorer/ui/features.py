@@ -14,9 +14,11 @@ from explorer.ui.tabs import code
 
 
 def tab_feature(tab: Tab) -> Feature:
-    """A view tab's module as a feature (its ``wire`` is optional)."""
+    """A view tab's module as a feature (its ``wire`` and ``routes`` are optional)."""
     module = code(tab)
-    return Feature(tab.id, wire=getattr(module, "wire", None), figures=module.figures)
+    return Feature(
+        tab.id, wire=getattr(module, "wire", None), figures=module.figures, routes=getattr(module, "routes", None)
+    )
 
 
 FEATURES: tuple[Feature, ...] = (*(tab_feature(tab) for tab in TABS), LESSONS, WORKSHOP, MODEL_CHOICE, SAVE_AND_SHARE)
