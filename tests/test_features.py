@@ -88,3 +88,16 @@ def test_a_feature_adds_its_own_routes_through_its_contract():
     app = FastAPI()
     routed["architecture"](app)
     assert "/source/explorer/model/{name}" in [route.path for route in app.router.routes]
+
+
+def test_a_features_script_is_its_own_file_and_reaches_the_page():
+    """The frame's script (page.js) names no feature; each feature's script is put into the page's."""
+    from explorer.ui.layout import PAGE_SCRIPT
+    from explorer.ui.static_files import static
+
+    frame = static("page.js")
+    named = [word for words in NAMES.values() for word in words if re.search(re.escape(word), frame, re.IGNORECASE)]
+    assert not named, f"static/page.js names {named}"
+    scripts = {feature.name: feature.scripts for feature in FEATURES if feature.scripts}
+    assert set(scripts) >= {"workshop", "lessons"}
+    assert all(script.strip() in PAGE_SCRIPT for found in scripts.values() for script in found)

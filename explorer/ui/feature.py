@@ -12,6 +12,8 @@
                   place another feature opens inside itself (``page.lay_out``); a view tab's
                   place is its own gr.Tab (the frame lays out the tab registry)
     styles        its own style files in explorer/ui/static/, added to the page's
+    scripts       its own client code: each a JavaScript function of the page's helpers (its static
+                  file, with what it needs from Python filled in), called by the page's script
     after_event(args, updates)   called after every event of the page, with the event's inputs
                   and the name-keyed updates its callback returned (the workshop publishes a
                   teacher's new view from here)
@@ -50,6 +52,7 @@ class Feature:
     state: str | None = None  # its slice: a field of ExplorerState
     places: tuple[str, ...] = ()  # where the frame lays it out
     styles: tuple[str, ...] = ()  # file names in explorer/ui/static/
+    scripts: tuple[str, ...] = ()  # JavaScript texts: "page => { ... }"
     after_event: AfterEvent | None = None
     routes: Callable[[object], None] | None = None  # its argument: the app (FastAPI)
     opens: Opens | None = None

@@ -18,7 +18,7 @@ from explorer.present import views
 from explorer.present.tabs import TABS
 from explorer.present.views import MEAN
 from explorer.sampling import SEED_RANGE, TEMPERATURE_RANGE, TOP_K_RANGE, TOP_P_RANGE
-from explorer.ui import answer_cover, texts
+from explorer.ui import texts
 from explorer.ui.features import FEATURES
 from explorer.ui.page import Page
 from explorer.ui.static_files import static
@@ -38,14 +38,15 @@ BUTTON_NAMES = {
     "head-roles": "Every head of the model by role: click one to open it",
 }
 CSS = static("page.css") + "".join(static(name) for feature in FEATURES for name in feature.styles)
-# What the page runs once it has loaded (gr.Blocks.launch's js): the strip following the newest
-# token, the keyboard shortcuts, names for a screen reader.
-TEACHER_LINK = static("teacher_link.js")  # a teacher link's secret taken out of the address (returned)
+# What the page runs once it has loaded (gr.Blocks.launch's js): the frame (names for a screen
+# reader, the server it is on), the token strip's selection and the keys, and each feature's own
+# script, each a function of the frame's helpers.
+FRAME_PARTS = (static("token_strip.js"), static("keys.js"))
+PARTS = (*(script for feature in FEATURES for script in feature.scripts), *FRAME_PARTS)
 PAGE_SCRIPT = (
     static("page.js")
+    .replace("__PARTS__", "\n".join(f"({part.strip()})(page);" for part in PARTS))
     .replace("__BUTTON_NAMES__", json.dumps(BUTTON_NAMES))
-    .replace("__TEACHER_LINK__", TEACHER_LINK)
-    .replace("__COVERED__", json.dumps(answer_cover.COVERED))
 )
 # In the page's <head>, before Gradio reads the kept session: each tab's own copy first.
 TAB_SESSION_HEAD = static("tab_session.js").replace("__KEY__", BROWSER_KEY)
@@ -206,7 +207,7 @@ def session_panel() -> dict:
     )  # fmt: skip
     gr.Markdown(texts.CANDIDATES, elem_classes="explain", elem_id="candidates-explain")
     # While a question asks which token comes next: what the page's script covers, and why
-    # (explorer.ui.answer_cover; static/page.js). Read by the script only.
+    # (explorer.ui.answer_cover; static/answer_cover.js). Read by the script only.
     made["answer_cover"] = gr.Textbox(
         label="What is hidden (read by the page's script)", elem_id="answer-cover", elem_classes="machine-only"
     )

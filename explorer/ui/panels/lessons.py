@@ -6,10 +6,12 @@ state (``ExplorerState.lesson``), and what this browser has answered (kept in th
 
 from __future__ import annotations
 
+import json
+
 import gradio as gr
 
 from explorer.lessons import LESSONS as LESSON_LIST
-from explorer.ui import lesson_events, texts
+from explorer.ui import answer_cover, lesson_events, texts
 from explorer.ui.feature import Feature
 from explorer.ui.lesson_events import LESSON_VIEWS
 from explorer.ui.page import Page
@@ -18,6 +20,9 @@ from explorer.ui.wiring import Wiring, on
 
 LESSONS_KEY = "decoder-explorer-lessons"  # which lesson steps this browser has answered
 SHOW_FEEDBACK = static("show_feedback.js")  # after Check: the lesson's feedback scrolled into sight
+# While a question asks which token comes next, the views that would name it are covered (its
+# client code; what it covers and when, explorer.ui.answer_cover).
+COVER_SCRIPT = static("answer_cover.js").replace("__COVERED__", json.dumps(answer_cover.COVERED))
 
 
 def layout(page: Page, place: str) -> None:
@@ -67,5 +72,5 @@ def wire(wiring: Wiring) -> None:
 
 LESSONS = Feature(
     "lessons", layout=layout, wire=wire, state="lesson", places=("hidden", "workbench"),
-    opens=lesson_events.opens, opens_views=LESSON_VIEWS,
+    styles=("answer_cover.css",), scripts=(COVER_SCRIPT,), opens=lesson_events.opens, opens_views=LESSON_VIEWS,
 )  # fmt: skip

@@ -34,6 +34,8 @@ WORKSHOP = Feature(
     wire=wiring.wire,
     state="workshop",
     places=("hidden", "lessons"),
+    styles=("workshop.css",),
+    scripts=(wiring.SCRIPT,),
     after_event=after_event,
     routes=add_routes,
 )
