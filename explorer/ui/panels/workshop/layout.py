@@ -119,7 +119,7 @@ def student_controls() -> dict:
     """The question first (a student's page shows little else while they follow), then following."""
     made = {}
     # The question, the choices, Send and the result: drawn by the page's script from two small
-    # requests, not Gradio events (explorer.ui.workshop_round; static/page.js, the workshop part).
+    # requests, not Gradio events (explorer.ui.workshop_round; static/workshop.js).
     made["workshop_round"] = gr.HTML(
         '<div class="workshop-round-body"><p>The teacher\'s question appears here.</p></div>',
         elem_id="workshop-round",
@@ -133,7 +133,7 @@ def student_controls() -> dict:
 
 
 def workshop_machinery() -> dict:
-    """What the page's script reads and clicks (static/page.js, the workshop part): the seat's
+    """What the page's script reads and clicks (static/workshop.js): the seat's
     code and part, and the button it presses when the workshop changed. Never shown."""
     return {
         "workshop_live": gr.Textbox(

@@ -60,7 +60,7 @@ def wire_load(wiring: Wiring, shown: set) -> None:
 
 def wire_panel(page: Page, shown: set) -> None:
     """The Workshop panel: start or join, the teacher's questions, and the hidden Syncs the page's
-    script presses when the workshop changed (explorer/ui/static/page.js). A student's question and
+    script presses when the workshop changed (explorer/ui/static/workshop.js). A student's question and
     answers are not Gradio events (explorer.ui.workshop_round)."""
     p, state = page.pick, page.state
     panel = p(*WORKSHOP_VIEWS)
@@ -84,7 +84,7 @@ def wire_panel(page: Page, shown: set) -> None:
     page.workshop_open.click(
         on(page, workshop_events.on_open), None, p("lessons_panel", "workshop_panel"), queue=False
     ).then(None, js=SHOW_WORKSHOP)
-    # A following student's own move: the page's script (static/page.js) hears of each view the
+    # A following student's own move: the panel's script (static/workshop.js) hears of each view the
     # browser keeps, and presses this hidden button after one of the person's own.
     page.workshop_own_move.click(on(page, workshop_events.on_own_move), [state], panel, **hidden)
     page.kept.change(None, js=VIEW_KEPT)
