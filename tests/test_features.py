@@ -27,22 +27,10 @@ NAMES = {
     "save and share": ("save_", "export", "link_button", "open_file", "save_and_share"),
     "model choice": ("custom_model", "model_choice", "on_model_change"),
 }
-# Features the frame still names (not yet moved into their own module): each is a known failure,
-# strict, so that moving one makes its line here fail until it is taken out.
-NOT_MOVED = {
-    ("layout.py", "workshop"), ("app.py", "workshop"), ("layout.py", "lessons"), ("app.py", "lessons"),
-    ("app.py", "architecture"),  # start() adds the tab's route to the model's source (explorer.ui.source)
-}  # fmt: skip
 
 
-def frame_cases():
-    for frame in FRAME:
-        for feature in NAMES:
-            marks = [pytest.mark.xfail(strict=True, reason="not moved yet")] if (frame, feature) in NOT_MOVED else []
-            yield pytest.param(frame, feature, marks=marks, id=f"{frame}-{feature}")
-
-
-@pytest.mark.parametrize(("frame", "feature"), list(frame_cases()))
+@pytest.mark.parametrize("feature", list(NAMES))
+@pytest.mark.parametrize("frame", FRAME)
 def test_the_pages_frame_names_no_feature(frame, feature):
     code = (UI / frame).read_text(encoding="utf-8")
     named = [word for word in NAMES[feature] if re.search(re.escape(word), code, re.IGNORECASE)]
@@ -54,7 +42,7 @@ def test_every_tab_and_panel_is_one_feature_of_the_registry():
     names = [feature.name for feature in FEATURES]
     assert len(set(names)) == len(names)
     assert [tab.id for tab in TABS] == names[: len(TABS)]
-    assert {"workshop", "save and share", "model choice"} <= set(names)
+    assert {"lessons", "workshop", "save and share", "model choice"} <= set(names)
     slices = {field.name for field in dataclasses.fields(ExplorerState)}
     assert all(feature.state in slices for feature in FEATURES if feature.state is not None)
 
@@ -88,3 +76,28 @@ def test_a_features_style_is_its_own_file_and_reaches_the_page():
     assert "model_choice.css" in styles
     assert all(static(name) in CSS for name in styles)
     assert "#model input" not in static("page.css")  # the model choice's rule lives in its own file
+
+
+def test_a_feature_adds_its_own_routes_through_its_contract():
+    """The Architecture tab's link to the model's source is served by the route its feature adds
+    (the frame calls every feature's ``routes``, naming none)."""
+    from fastapi import FastAPI
+
+    routed = {feature.name: feature.routes for feature in FEATURES if feature.routes is not None}
+    assert set(routed) == {"architecture", "workshop"}
+    app = FastAPI()
+    routed["architecture"](app)
+    assert "/source/explorer/model/{name}" in [route.path for route in app.router.routes]
+
+
+def test_a_features_script_is_its_own_file_and_reaches_the_page():
+    """The frame's script (page.js) names no feature; each feature's script is put into the page's."""
+    from explorer.ui.layout import PAGE_SCRIPT
+    from explorer.ui.static_files import static
+
+    frame = static("page.js")
+    named = [word for words in NAMES.values() for word in words if re.search(re.escape(word), frame, re.IGNORECASE)]
+    assert not named, f"static/page.js names {named}"
+    scripts = {feature.name: feature.scripts for feature in FEATURES if feature.scripts}
+    assert set(scripts) >= {"workshop", "lessons"}
+    assert all(script.strip() in PAGE_SCRIPT for found in scripts.values() for script in found)

@@ -28,6 +28,18 @@ def test_the_page_script_finds_the_query_token_without_knowing_its_colour():
     assert re.search(r"legend-item", script) and "=== 'query'" in script
 
 
+def test_the_selected_token_is_marked_by_an_attribute_that_the_keys_and_the_strip_read():
+    """One part (static/token_strip.js) marks the query token with data-selected; the keys, the
+    strip's scrolling and the answer cover read that mark, never the strip's colours."""
+    from explorer.ui.static_files import static
+
+    assert "toggleAttribute('data-selected'" in static("token_strip.js")
+    assert "hasAttribute('data-selected')" in static("page.js")  # the helpers' selectedIndex
+    for name in ("keys.js", "answer_cover.js", "workshop.js", "page.js"):
+        assert "backgroundcolor" not in static(name).lower() and "legend-item" not in static(name), name
+    assert "selectedIndex(all)" in static("keys.js")
+
+
 def expected_heatmap_parts() -> dict:
     """What the heatmap's pure parts must give, computed by the Python they mirror: the colour
     tables (explorer.viz.colours), the figure's hover template and ticks (explorer.viz.heatmap)."""

@@ -188,7 +188,8 @@ def test_a_waiting_page_hears_that_its_seat_is_gone(ws):
 def test_the_page_scripts_parse_with_the_teacher_link_part_filled_in(tmp_path):
     """The teacher link's part is put into page.js and into the load event's script as text: both
     must still be JavaScript (a placeholder left in a comment once broke the whole page script)."""
-    from explorer.ui.layout import PAGE_SCRIPT, TEACHER_LINK_SCRIPT
+    from explorer.ui.layout import PAGE_SCRIPT
+    from explorer.ui.panels.workshop.wiring import TEACHER_LINK_SCRIPT
 
     for name, script in (("page", PAGE_SCRIPT), ("teacher_link", TEACHER_LINK_SCRIPT)):
         assert "__TEACHER_LINK__" not in script

@@ -1,3 +1,4 @@
-"""The Gradio front end: the page's frame (layout.py), one module per view tab (tabs/), the events
-(events.py, lifecycle.py, lesson_events.py, wired in app.py), what a view shows (views.py,
-insights.py), shared models (model_store.py). docs/architecture.md walks through a Step."""
+"""The Gradio front end: the page's frame (layout.py, app.py, wiring.py), every view tab and panel
+one feature (feature.py, features.py: one module per view tab in tabs/, per panel in panels/), the
+events (events.py, lifecycle.py, the panels' lesson_events.py and workshop_*.py). What a view
+shows is explorer.present's. docs/architecture.md walks through a Step."""

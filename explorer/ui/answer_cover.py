@@ -9,7 +9,7 @@ the KV-cache lab, Compare runs and Switch heads off (the tokens on screen only),
 (no token named), Patching (its own two texts). A head's heatmap stays for "which token does this
 head read most?": it is the very thing the question asks the class to read.
 
-The page's script (static/page.js) covers the elements of ``COVERED``. The server says when: in
+The page's script (static/answer_cover.js) covers the elements of ``COVERED``. The server says when: in
 the page's hidden ``answer_cover`` box (``covered``: the sentence, the lesson step whose revealed
 question ends it, and the number of tokens it holds for: a Step or an Undo leaves it), for the
 teacher's page, a following student's (the teacher's lesson step) and a learner alone; a student's
@@ -26,7 +26,7 @@ from explorer.present.workshop_seats import Following, Leading
 from explorer.ui import workshop_round
 from explorer.workshop.questions import HIDING_KINDS, lesson_title
 
-# What names the next token: covered while a question asks for it (static/page.js).
+# What names the next token: covered while a question asks for it (static/answer_cover.js).
 COVERED = (
     "#candidates", "#logit-lens", "#attribution-target", "#attribution-info", "#attribution-strip",
     "#attribution-chart", "#alignment",

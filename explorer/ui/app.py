@@ -21,38 +21,22 @@ from explorer.batching import MAX_BATCH
 from explorer.loading.checkpoints import import_tokenizer_classes
 from explorer.present.tabs import TABS
 from explorer.serve.replicas import SECRET_ENV, TRUSTED_PROXY_ENV
-from explorer.ui import absent_packages, api, events, health, lesson_events, lifecycle, source, workshop_events
+from explorer.ui import absent_packages, api, events, health, lifecycle
 from explorer.ui.features import FEATURES, after_event_hooks
 from explorer.ui.gradio_private import ExplorerBlocks, set_on_queue
 from explorer.ui.layout import (
     CSS,
     PAGE_SCRIPT,
     PRESENTER_SCRIPT,
-    SHOW_FEEDBACK,
     TAB_SESSION_HEAD,
-    TEACHER_LINK_SCRIPT,
     build_page,
     theme,
 )
-from explorer.ui.lesson_events import LESSON_VIEWS
 from explorer.ui.page import Page
 from explorer.ui.render import SESSION_VIEWS, SETTINGS, figure_names, model_view_names, step_views
 from explorer.ui.tab import release_closed_tab
 from explorer.ui.texts import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
 from explorer.ui.wiring import Wiring, on
-from explorer.ui.workshop_events import LINKS, WORKSHOP_VIEWS
-
-# The Workshop panel scrolled into sight, its room code's box ready to type in (after "Join a workshop").
-SHOW_WORKSHOP = """() => requestAnimationFrame(() => {
-    document.querySelector('#workshop')?.scrollIntoView({block: 'start'});
-    document.querySelector('#workshop-code input, #workshop-code textarea')?.focus({preventScroll: true}); })"""
-# The browser kept another view of the tab (its session's BrowserState changed): said to the page's script.
-VIEW_KEPT = "() => { document.dispatchEvent(new Event('decoder-explorer-view-kept')); }"
-# Opens the answers' download link the event just made (then empties it: a ticket is used once).
-OPEN_DOWNLOAD = """(link) => { if (link) { const a = document.createElement('a');
-  a.href = new URL(link, location.href).href; a.download = ''; document.body.append(a); a.click(); a.remove(); }
-  return ''; }"""
-WHOLE_LINKS = "(a, b) => [a, b].map(q => q && q.startsWith('?') ? location.origin + location.pathname + q : q)"
 
 __all__ = ["DECODER_EXAMPLES", "TRANSLATOR_EXAMPLES", "build_demo", "launch", "start"]
 CONCURRENCY_ENV = "DECODER_EXPLORER_CONCURRENCY"
@@ -95,21 +79,12 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     restored = {*everything, *settings, page.tabs}
     figures = p(*figure_names())
 
-    lesson_shown = {*restored, *p(*LESSON_VIEWS)}
-    workshop_shown = {*lesson_shown, *p(*WORKSHOP_VIEWS)}
-    loaded = demo.load(on(page, lesson_events.on_load), [page.model, *settings, page.kept], lesson_shown)
-    # Then a workshop link or the seat this browser kept (it needs the page's session first); a
-    # teacher link's secret goes from the address into the event's body, never into a URL. And the
-    # workshops this browser started, to lead or end one again.
-    link = page.workshop_link
-    loaded.then(None, None, [link], js=TEACHER_LINK_SCRIPT).then(
-        on(page, workshop_events.on_load),
-        [page.state, page.workshop_seat, link, page.workshop_mine],
-        {*workshop_shown, *p(*LINKS), link, page.workshop_mine},
-    ).then(None, p(*LINKS), p(*LINKS), js=WHOLE_LINKS)
-    demo.load(on(page, lesson_events.on_progress), [page.lessons_done], [page.lesson], queue=False)
-    wire_lessons(page, lesson_shown)
-    wire_workshop(page, workshop_shown)
+    # The page's first load: a feature's own opening (its link), else a link's session, the one
+    # this browser kept, or the default model (explorer.ui.lifecycle).
+    openers = tuple(feature.opens for feature in FEATURES if feature.opens is not None)
+    opened = {*restored, *p(*(name for feature in FEATURES for name in feature.opens_views))}
+    load = on(page, lifecycle.page_load(openers))
+    loaded = demo.load(load, [page.model, *settings, page.kept], opened)
     demo.unload(release_closed_tab)
     # A step changes the step views, and the session views when the text changed (a new session).
     stepped = {*step_outputs, *p(*SESSION_VIEWS)}
@@ -123,7 +98,7 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     generate = page.generate_button.click(
         on(page, events.on_generate), [page.state, page.max_new, *settings], stepped, **quick, **steps
     )
-    switched = {*everything, page.tabs, *p(*lifecycle.CLOSED_LESSON)}  # another model closes a lesson
+    switched = {*everything, page.tabs}  # what another model changes (and its features', their own)
     page.stop_button.click(on(page, events.on_stop), [page.state], step_outputs, queue=False, cancels=[generate])
     page.undo_button.click(on(page, events.on_undo), [page.state], step_outputs, trigger_mode="multiple", **quick)
     page.reset_button.click(on(page, events.on_reset), [page.state, *settings], everything)
@@ -136,7 +111,7 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     sampling = p("temperature", "top_k", "top_p", "seed")
     for control in sampling:
         control.change(on(page, events.on_sampling), [page.state, *sampling], [page.kept])
-    wiring = Wiring(page, figures, quick, restored, settings, switched)
+    wiring = Wiring(page, figures, quick, restored, settings, switched, demo=demo, loaded=loaded)
     for feature in FEATURES:  # each feature's own events
         if feature.wire is not None:
             feature.wire(wiring)
@@ -159,76 +134,6 @@ def wire_view_choices(wiring: Wiring) -> None:
     page.colour_scale.input(on(page, events.on_colour_scale), [state, page.colour_scale], figures, **quick)
     # Presenter mode is the page's alone: a class on the body (static/page.css), and the heatmaps redraw.
     page.presenter.change(None, [page.presenter], None, js=PRESENTER_SCRIPT)
-
-
-def wire_lessons(page: Page, shown: set) -> None:
-    """The Lessons panel: a lesson or the next step sets up everything on screen; Check answers."""
-    done, p = page.lessons_done, page.pick
-    page.lesson.input(on(page, lesson_events.on_lesson), [page.lesson, page.state, done], shown)
-    page.lesson_next.click(on(page, lesson_events.on_lesson_next), [page.state, done], shown)
-    page.lesson_back.click(on(page, lesson_events.on_lesson_back), [page.state], shown)
-    # Check may first put the step's own view back (the question is about it): every view.
-    checked = {*shown, *p("lessons_done")}
-    # The answer appears where the eye is: at 1280x720 the feedback sits below the fold.
-    page.lesson_check.click(
-        on(page, lesson_events.on_lesson_check), [page.state, page.lesson_answer, done], checked
-    ).then(None, js=SHOW_FEEDBACK)
-
-
-def wire_workshop(page: Page, shown: set) -> None:
-    """The Workshop panel: start or join, the teacher's questions, and the hidden Syncs the page's
-    script presses when the workshop changed (explorer/ui/static/page.js). A student's question and
-    answers are not Gradio events (explorer.ui.workshop_round)."""
-    p, state = page.pick, page.state
-    panel = p(*WORKSHOP_VIEWS)
-    page.workshop_start.click(
-        on(page, workshop_events.on_start), [state, page.workshop_mine], [*panel, *p(*LINKS), page.workshop_mine]
-    ).then(None, p(*LINKS), p(*LINKS), js=WHOLE_LINKS)
-    page.workshop_mine_open.click(
-        on(page, workshop_events.on_open_mine), [state, page.workshop_mine, page.workshop_mine_pick],
-        {*shown, *p(*LINKS)},
-    ).then(None, p(*LINKS), p(*LINKS), js=WHOLE_LINKS)  # fmt: skip
-    page.workshop_join.click(on(page, workshop_events.on_join), [state, page.workshop_code, page.workshop_name], shown)
-    # A change seen while the last one is still being shown: only the newest is shown next. The
-    # panel's own sync has the panel's outputs only (a class of thirty sends one at every question).
-    hidden = {"trigger_mode": "always_last", "show_progress": "hidden"}
-    # (and the Lessons panel's text: a student's workshop that ended gives it back, ``ended``)
-    page.workshop_sync.click(on(page, workshop_events.on_sync), [state], [*panel, page.lesson_text], **hidden)
-    page.workshop_follow_sync.click(on(page, workshop_events.on_follow_sync), [state], shown, **hidden)
-    page.workshop_follow.input(on(page, workshop_events.on_follow), [state, page.workshop_follow], shown)
-    page.workshop_back.click(on(page, workshop_events.on_back), [state], shown)
-    # "Join a workshop" near the top: the Lessons and Workshop panels opened, and the room code's box in sight.
-    page.workshop_open.click(
-        on(page, workshop_events.on_open), None, p("lessons_panel", "workshop_panel"), queue=False
-    ).then(None, js=SHOW_WORKSHOP)
-    # A following student's own move: the page's script (static/page.js) hears of each view the
-    # browser keeps, and presses this hidden button after one of the person's own.
-    page.workshop_own_move.click(on(page, workshop_events.on_own_move), [state], panel, **hidden)
-    page.kept.change(None, js=VIEW_KEPT)
-    # Asking a lesson step's question (or again) may first put the step's own view back: every view.
-    page.workshop_ask.click(on(page, workshop_events.on_ask), [state], shown)
-    page.workshop_again.click(on(page, workshop_events.on_again), [state], shown)
-    for button, callback in (
-        (page.workshop_ask_next, workshop_events.on_ask_next),
-        (page.workshop_reveal, workshop_events.on_reveal),
-    ):
-        button.click(on(page, callback), [state], panel)
-    # One click: the event gets a download link (a ticket used once), the script opens it at once.
-    link = page.workshop_csv_link
-    page.workshop_csv_button.click(on(page, workshop_events.on_csv), [state], [link]).success(
-        None, [link], [link], js=OPEN_DOWNLOAD
-    )
-    info = [page.workshop_info]
-    page.workshop_lock.input(on(page, workshop_events.on_lock), [state, page.workshop_lock], info)
-    page.workshop_seats.submit(on(page, workshop_events.on_seats), [state, page.workshop_seats], info)
-    page.workshop_remove.click(on(page, workshop_events.on_remove), [state, page.workshop_remove_pick], panel)
-    confirm = page.workshop_end_confirm
-    page.workshop_end.click(lambda: gr.Column(visible=True), None, [confirm], queue=False)
-    page.workshop_end_no.click(lambda: gr.Column(visible=False), None, [confirm], queue=False)
-    page.workshop_end_yes.click(
-        on(page, workshop_events.on_end), [state, page.workshop_mine], [*panel, page.workshop_mine, confirm]
-    )
-    page.workshop_leave.click(on(page, workshop_events.on_leave), [state], panel)
 
 
 def step_concurrency() -> int:
@@ -276,7 +181,7 @@ def believe_forwarded_for(environ=os.environ) -> str:
     here before it starts): the balancer's addresses in ``$DECODER_EXPLORER_TRUSTED_PROXY`` (comma
     separated; the replica supervisor sets its nginx's), else an operator's own FORWARDED_ALLOW_IPS,
     else nobody. Never any loopback client by default (uvicorn's own default): a request sent
-    straight to the app would choose the address the workshop's limits count."""
+    straight to the app would choose the address that limits per address count."""
     trusted = environ.get(TRUSTED_PROXY_ENV, "").strip() or environ.get("FORWARDED_ALLOW_IPS", "").strip()
     environ["FORWARDED_ALLOW_IPS"] = trusted
     return trusted
@@ -302,9 +207,10 @@ def start(**kwargs) -> gr.Blocks:
         css=CSS, js=PAGE_SCRIPT, head=TAB_SESSION_HEAD, theme=theme(), max_file_size=snapshot.MAX_FILE_BYTES,
         run_history=False, prevent_thread_lock=True, enable_monitoring=False, **kwargs,
     )  # fmt: skip
-    workshop_events.add_routes(demo.app)  # the workshop's long poll (POST /workshop/wait), a question, an answer
+    for feature in FEATURES:  # each feature's own routes (a panel's own requests, a tab's links)
+        if feature.routes is not None:
+            feature.routes(demo.app)
     health.add_routes(demo.app)  # GET /health: a replica is alive; a page learns its server changed
-    source.add_routes(demo.app)  # GET /source/explorer/model/<file>.py: the Architecture tab's link
     return demo
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from explorer.present.tabs import TABS, Tab
 from explorer.ui.feature import AfterEvent, Feature
+from explorer.ui.panels.lessons import LESSONS
 from explorer.ui.panels.model_choice import MODEL_CHOICE
 from explorer.ui.panels.save_and_share import SAVE_AND_SHARE
 from explorer.ui.panels.workshop import WORKSHOP
@@ -13,17 +14,14 @@ from explorer.ui.tabs import code
 
 
 def tab_feature(tab: Tab) -> Feature:
-    """A view tab's module as a feature (its ``wire`` is optional)."""
+    """A view tab's module as a feature (its ``wire`` and ``routes`` are optional)."""
     module = code(tab)
-    return Feature(tab.id, wire=getattr(module, "wire", None), figures=module.figures)
+    return Feature(
+        tab.id, wire=getattr(module, "wire", None), figures=module.figures, routes=getattr(module, "routes", None)
+    )
 
 
-FEATURES: tuple[Feature, ...] = (*(tab_feature(tab) for tab in TABS), WORKSHOP, MODEL_CHOICE, SAVE_AND_SHARE)
-
-
-def placed(place: str) -> tuple[Feature, ...]:
-    """The features the frame lays out at ``place``, in the registry's order."""
-    return tuple(feature for feature in FEATURES if place in feature.places)
+FEATURES: tuple[Feature, ...] = (*(tab_feature(tab) for tab in TABS), LESSONS, WORKSHOP, MODEL_CHOICE, SAVE_AND_SHARE)
 
 
 def after_event_hooks() -> tuple[AfterEvent, ...]:

@@ -14,13 +14,12 @@ import os
 
 import gradio as gr
 
-from explorer.lessons import LESSONS
 from explorer.present import views
 from explorer.present.tabs import TABS
 from explorer.present.views import MEAN
 from explorer.sampling import SEED_RANGE, TEMPERATURE_RANGE, TOP_K_RANGE, TOP_P_RANGE
-from explorer.ui import answer_cover, texts
-from explorer.ui.features import FEATURES, placed
+from explorer.ui import texts
+from explorer.ui.features import FEATURES
 from explorer.ui.page import Page
 from explorer.ui.static_files import static
 from explorer.ui.tabs import code
@@ -28,9 +27,6 @@ from explorer.ui.texts import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
 from explorer.viz import colours
 
 BROWSER_KEY = "decoder-explorer-session"
-LESSONS_KEY = "decoder-explorer-lessons"  # which lesson steps this browser has answered
-WORKSHOP_KEY = "decoder-explorer-workshop"  # this browser's seat in a workshop (explorer.present.workshop_seats)
-MINE_KEY = "decoder-explorer-workshops-started"  # the workshops this browser started, to lead or end again
 
 TEXT_ENV = "DECODER_EXPLORER_TEXT"  # the text a page opens with (python -m explorer --text)
 
@@ -42,23 +38,19 @@ BUTTON_NAMES = {
     "head-roles": "Every head of the model by role: click one to open it",
 }
 CSS = static("page.css") + "".join(static(name) for feature in FEATURES for name in feature.styles)
-# What the page runs once it has loaded (gr.Blocks.launch's js): the strip following the newest
-# token, the keyboard shortcuts, names for a screen reader.
-TEACHER_LINK = static("teacher_link.js")  # a teacher link's secret taken out of the address (returned)
+# What the page runs once it has loaded (gr.Blocks.launch's js): the frame (names for a screen
+# reader, the server it is on), the token strip's selection and the keys, and each feature's own
+# script, each a function of the frame's helpers.
+FRAME_PARTS = (static("token_strip.js"), static("keys.js"))
+PARTS = (*(script for feature in FEATURES for script in feature.scripts), *FRAME_PARTS)
 PAGE_SCRIPT = (
     static("page.js")
+    .replace("__PARTS__", "\n".join(f"({part.strip()})(page);" for part in PARTS))
     .replace("__BUTTON_NAMES__", json.dumps(BUTTON_NAMES))
-    .replace("__TEACHER_LINK__", TEACHER_LINK)
-    .replace("__COVERED__", json.dumps(answer_cover.COVERED))
-)
-# The load event's first step: the secret for its body (kept nowhere else after it).
-TEACHER_LINK_SCRIPT = (
-    f"() => {{ const secret = ({TEACHER_LINK})(); window.__decoderTeacherSecret = ''; return secret; }}"
 )
 # In the page's <head>, before Gradio reads the kept session: each tab's own copy first.
 TAB_SESSION_HEAD = static("tab_session.js").replace("__KEY__", BROWSER_KEY)
 PRESENTER_SCRIPT = static("presenter.js")  # presenter mode on or off (a class on the body)
-SHOW_FEEDBACK = static("show_feedback.js")  # after Check: the lesson's feedback scrolled into sight
 
 
 def theme() -> gr.themes.Base:
@@ -95,22 +87,20 @@ def build_page(browser_secret: str) -> Page:
     The settings follow the candidates, below the fold. On a phone everything stacks in that order.
     """
     page = Page()
+    page.features, page.browser_secret = FEATURES, browser_secret
     page.add(
         state=gr.State(None),
         # This tab's session as the browser keeps it (localStorage), so that a reload or a server
         # restart (a Space sleeps and wakes) brings it back: the tokens are replayed through the model.
         kept=gr.BrowserState(None, storage_key=BROWSER_KEY, secret=browser_secret),
-        lessons_done=gr.BrowserState({}, storage_key=LESSONS_KEY, secret=browser_secret),
-        workshop_seat=gr.BrowserState(None, storage_key=WORKSHOP_KEY, secret=browser_secret),
-        workshop_mine=gr.BrowserState([], storage_key=MINE_KEY, secret=browser_secret),
     )
-    page.add(**workshop_machinery())
-    # Its "Join a workshop" link opens the Workshop panel (inside Lessons, where it costs the
-    # projector's first screen nothing): a student on a phone finds it from the top.
+    page.lay_out("hidden")  # what the features keep in the browser, and what their scripts read and press
+    # Its link to a panel folded further down opens that panel (the panel's own script): a student
+    # on a phone finds it from the top.
     gr.Markdown(texts.INTRO, elem_id="intro")
     with gr.Row(equal_height=False, elem_id="top-row"):
         with gr.Column(scale=3, min_width=240):  # room for the longest model name and its kind
-            lay_out(page, "top")
+            page.lay_out("top")
         with gr.Column(scale=3, min_width=300):
             page.add(
                 # At most 5 lines tall, scrolling inside: a long text must not push the views down.
@@ -125,7 +115,8 @@ def build_page(browser_secret: str) -> Page:
             page.add(**buttons())
     with gr.Row(equal_height=False, elem_id="workbench"):
         with gr.Column(scale=2, min_width=300):
-            page.add(**lessons_panel(), **session_panel())
+            page.lay_out("workbench")  # the panels above the tokens
+            page.add(**session_panel())
             with gr.Column(elem_id="explorer-settings"):  # folded away on a student's page (page.css)
                 page.add(**settings(page, page.text))
         with gr.Column(scale=3, min_width=300):
@@ -145,175 +136,6 @@ def view_tabs(page: Page) -> None:
                 code(tab).layout(page)
 
 
-def lessons_panel() -> dict:
-    """Guided lessons (explorer.lessons): closed until a lesson is chosen or linked to."""
-    made = {}
-    with gr.Accordion("Lessons", open=False, elem_id="lessons") as made["lessons_panel"]:
-        made["lesson"] = gr.Dropdown(
-            choices=[(f"{lesson.number}. {lesson.title}", lesson.number) for lesson in LESSONS], value=None,
-            label="Lesson", elem_id="lesson",
-        )  # fmt: skip
-        made["lesson_text"] = gr.Markdown(texts.LESSONS, elem_id="lesson-text")
-        made["lesson_answer"] = gr.Radio([], label="Your answer", elem_id="lesson-answer")
-        with gr.Row():
-            made["lesson_check"] = gr.Button("Check", variant="primary", elem_id="lesson-check", size="sm")
-            made["lesson_next"] = gr.Button("Next step", elem_id="lesson-next", size="sm")
-            made["lesson_back"] = gr.Button("Back to your text", elem_id="lesson-back", size="sm", visible=False)
-        made["lesson_feedback"] = gr.Markdown(elem_id="lesson-feedback")
-        # A workshop runs a lesson with a class; folded inside Lessons, it costs the projector's
-        # first screen nothing (tests/browser/test_projector.py).
-        made |= workshop_panel()
-    return made
-
-
-def workshop_panel() -> dict:
-    """A workshop (explorer.ui.workshop_events), inside the Lessons panel: start one on the lesson
-    chosen above, or join one;
-    then the teacher's controls and the class's answers, or a student's question."""
-    made = {}
-    with gr.Accordion("Workshop", open=False, elem_id="workshop") as made["workshop_panel"]:
-        made["workshop_info"] = gr.Markdown(texts.WORKSHOP, elem_id="workshop-info")
-        with gr.Column(elem_id="workshop-enter") as made["workshop_enter"]:
-            with gr.Row():
-                made["workshop_code"] = gr.Textbox(
-                    label="Room code", max_length=40, placeholder="K7PQ2M", elem_id="workshop-code", min_width=120
-                )
-                made["workshop_name"] = gr.Textbox(
-                    label="Your name (optional)", max_length=32, elem_id="workshop-name", min_width=160
-                )
-            with gr.Row():
-                made["workshop_join"] = gr.Button("Join", variant="primary", size="sm", elem_id="workshop-join")
-                made["workshop_start"] = gr.Button("Start a workshop", size="sm", elem_id="workshop-start")
-            # The workshops this browser started that still run: open one to lead it, or to end it.
-            with gr.Row(equal_height=False, visible=False, elem_id="workshop-mine") as made["workshop_mine_row"]:
-                made["workshop_mine_pick"] = gr.Dropdown(
-                    label="Workshops you started in this browser", choices=[], elem_id="workshop-mine-pick",
-                    min_width=160,
-                )  # fmt: skip
-                made["workshop_mine_open"] = gr.Button("Lead it again", size="sm", elem_id="workshop-mine-open")
-        with gr.Column(visible=False, elem_id="workshop-teacher") as made["workshop_teacher"]:
-            made |= teacher_controls()
-        with gr.Column(visible=False, elem_id="workshop-student") as made["workshop_student"]:
-            made |= student_controls()
-    return made
-
-
-def teacher_controls() -> dict:
-    made = {
-        # The room code, large enough to read from the back of the room on a projector (page.css).
-        "workshop_room": gr.HTML(elem_id="workshop-room", apply_default_css=False),
-        "workshop_student_link": gr.Textbox(
-            label="Student link", interactive=False, buttons=["copy"], elem_id="workshop-student-link"
-        ),
-    }
-    # The teacher's page is on the projector: the link that lets its holder lead stays folded.
-    with gr.Accordion("Your teacher link (keep it off the projector)", open=False, elem_id="workshop-teacher-fold"):
-        made["workshop_teacher_link"] = gr.Textbox(
-            label="Teacher link: whoever opens it leads this workshop", interactive=False, buttons=["copy"],
-            elem_id="workshop-teacher-link",
-        )  # fmt: skip
-    with gr.Row():
-        made["workshop_ask"] = gr.Button(
-            "Ask this step's question", variant="primary", size="sm", elem_id="workshop-ask"
-        )
-        made["workshop_ask_next"] = gr.Button("Ask: what token comes next?", size="sm", elem_id="workshop-ask-next")
-    with gr.Row():
-        made["workshop_reveal"] = gr.Button("Reveal the answer", size="sm", elem_id="workshop-reveal")
-        made["workshop_again"] = gr.Button("Ask again", size="sm", elem_id="workshop-again")
-    made["workshop_tally"] = gr.Markdown(elem_id="workshop-tally")
-    made["workshop_chart"] = gr.Plot(show_label=False, elem_id="workshop-chart")
-    with gr.Row():
-        made["workshop_csv_button"] = gr.Button("Download the answers (CSV)", size="sm", elem_id="workshop-csv-button")
-        made["workshop_end"] = gr.Button("End the workshop", variant="stop", size="sm", elem_id="workshop-end")
-    # Ending deletes every answer: asked once more, with the download beside it (one click lost a lesson's answers).
-    with gr.Column(visible=False, elem_id="workshop-end-confirm") as made["workshop_end_confirm"]:
-        gr.Markdown(
-            "**End the workshop?** It is deleted with every answer, and the students' pages are told it "
-            "ended. Download the answers first if you want them."
-        )
-        with gr.Row():
-            made["workshop_end_yes"] = gr.Button(
-                "End it and delete the answers", variant="stop", size="sm", elem_id="workshop-end-yes"
-            )
-            made["workshop_end_no"] = gr.Button("Keep the workshop", size="sm", elem_id="workshop-end-no")
-    # The download's link (a ticket used once): the page's script opens it at once (one click).
-    made["workshop_csv_link"] = gr.Textbox(
-        label="The answers' download (read by the page's script)", elem_id="workshop-csv-link",
-        elem_classes="machine-only",
-    )  # fmt: skip
-    # Who is in the class: closed to new students, the seats one network holds, a seat removed.
-    with gr.Row(equal_height=True):
-        made["workshop_lock"] = gr.Checkbox(label="Closed to new students", elem_id="workshop-lock")
-        made["workshop_seats"] = gr.Number(
-            label="Seats from one network", info="a class behind one school router: raise it, then Enter",
-            precision=0, minimum=1, maximum=1000, elem_id="workshop-seats", min_width=160,
-        )  # fmt: skip
-    with gr.Row(equal_height=False):
-        made["workshop_remove_pick"] = gr.Dropdown(
-            label="Remove a student", choices=[], elem_id="workshop-remove-pick", min_width=160
-        )
-        made["workshop_remove"] = gr.Button("Remove", size="sm", elem_id="workshop-remove")
-    return made
-
-
-def student_controls() -> dict:
-    """The question first (a student's page shows little else while they follow), then following."""
-    made = {}
-    # The question, the choices, Send and the result: drawn by the page's script from two small
-    # requests, not Gradio events (explorer.ui.workshop_round; static/page.js, the workshop part).
-    made["workshop_round"] = gr.HTML(
-        '<div class="workshop-round-body"><p>The teacher\'s question appears here.</p></div>',
-        elem_id="workshop-round",
-        apply_default_css=False,
-    )
-    with gr.Row():
-        made["workshop_follow"] = gr.Checkbox(label="Follow the teacher", value=True, elem_id="workshop-follow")
-        made["workshop_back"] = gr.Button("Back to where the teacher is", size="sm", elem_id="workshop-back")
-    made["workshop_leave"] = gr.Button("Leave the workshop", size="sm", elem_id="workshop-leave")
-    return made
-
-
-def workshop_machinery() -> dict:
-    """What the page's script reads and clicks (static/page.js, the workshop part): the seat's
-    code and part, and the button it presses when the workshop changed. Never shown."""
-    return {
-        "workshop_live": gr.Textbox(
-            label="Workshop (read by the page's script)", elem_id="workshop-live", elem_classes="machine-only"
-        ),
-        # A teacher link's secret, taken out of the address by TEACHER_LINK_SCRIPT for the load event
-        # (a request's body, never its URL), emptied by it.
-        "workshop_link": gr.Textbox(
-            label="Teacher link (read by the page's script)", elem_id="workshop-link", elem_classes="machine-only"
-        ),
-        # (Beside the boxes above: one form container for all, no gap of its own on the page.)
-        # Ticked on a student's page (a student link, or joined and following): the page's style
-        # then shows the workshop first and folds the explorer's other controls away (page.css).
-        "workshop_focus": gr.Checkbox(
-            label="A student's page (read by the page's style)",
-            value=False,
-            elem_id="workshop-focus",
-            elem_classes="machine-only",
-        ),
-        "workshop_sync": gr.Button("Sync the workshop", elem_id="workshop-sync", elem_classes="machine-only"),
-        "workshop_follow_sync": gr.Button(
-            "Take the teacher's view", elem_id="workshop-follow-sync", elem_classes="machine-only"
-        ),
-        # Pressed by the page's script for the intro's "Join a workshop" link (it opens the panels).
-        "workshop_open": gr.Button("Open the Workshop panel", elem_id="workshop-open", elem_classes="machine-only"),
-        # Pressed by the page's script after a following student moved the view themselves: their
-        # panel says at once that they explore on their own.
-        "workshop_own_move": gr.Button(
-            "Say that I explore on my own", elem_id="workshop-own-move", elem_classes="machine-only"
-        ),
-    }
-
-
-def lay_out(page: Page, place: str) -> None:
-    """The features placed at ``place`` (explorer.ui.features), in the registry's order."""
-    for feature in placed(place):
-        feature.layout(page, place)
-
-
 def settings(page: Page, text: gr.Textbox) -> dict:
     """Below the candidates: the examples, the generation settings, the panels placed there (each
     an accordion), the display, another model (where the operator allows it) and the model's description."""
@@ -329,10 +151,10 @@ def settings(page: Page, text: gr.Textbox) -> dict:
         made["top_k"] = gr.Slider(*TOP_K_RANGE, value=0, step=1, label="Top-k (0 = off)")
         made["top_p"] = gr.Slider(*TOP_P_RANGE, value=1, step=0.05, label="Top-p")
         made["seed"] = gr.Number(value=0, precision=0, minimum=SEED_RANGE[0], maximum=SEED_RANGE[1], label="Seed")
-    lay_out(page, "settings")  # the panels among the settings, each its own accordion
+    page.lay_out("settings")  # the panels among the settings, each its own accordion
     with gr.Accordion("Display", open=False, elem_id="display"):
         made |= display()
-    lay_out(page, "settings-end")
+    page.lay_out("settings-end")
     made["model_info"] = gr.Markdown(elem_classes="explain", elem_id="model-info")
     return made
 
@@ -385,7 +207,7 @@ def session_panel() -> dict:
     )  # fmt: skip
     gr.Markdown(texts.CANDIDATES, elem_classes="explain", elem_id="candidates-explain")
     # While a question asks which token comes next: what the page's script covers, and why
-    # (explorer.ui.answer_cover; static/page.js). Read by the script only.
+    # (explorer.ui.answer_cover; static/answer_cover.js). Read by the script only.
     made["answer_cover"] = gr.Textbox(
         label="What is hidden (read by the page's script)", elem_id="answer-cover", elem_classes="machine-only"
     )

@@ -234,9 +234,10 @@ def current_step(st: ExplorerState | None) -> LessonAt:
     return at
 
 
-def on_load(request: gr.Request, model_name, *inputs, progress=gr.Progress(track_tqdm=True)) -> Updates:
-    """The page's first load: a lesson link's step (``?lesson=3&step=2``), else what the page
-    opens without one (``lifecycle.on_load``, whose inputs and name, the API's ``/on_load``, it keeps).
+def opens(request: gr.Request, inputs: tuple, progress: gr.Progress) -> Updates | None:
+    """The page's first load opened at a lesson link's step (``?lesson=3&step=2``); None without
+    one, or for one that cannot be opened (said; the page then opens as it does without one,
+    ``lifecycle.page_load``).
 
     A lesson link opened in a tab with the user's own work (the session this tab kept) keeps that
     work: "Back to your text" brings it back, and the tab's kept copy is left as it was, so that
@@ -250,17 +251,18 @@ def on_load(request: gr.Request, model_name, *inputs, progress=gr.Progress(track
             return out
     except USER_ERRORS as error:
         gr.Warning(f"This lesson link cannot be opened: {as_sentence(error)} The explorer opens as usual.")
-    return lifecycle.on_load(request, model_name, *inputs, progress=progress)
+    return None
 
 
 def kept_of(inputs: tuple):
-    """The kept session among the page load's inputs: after the settings, where an API caller may leave it out."""
+    """The kept session among the page load's inputs (after the model's name): after the settings,
+    where an API caller may leave it out."""
     return inputs[len(SETTINGS)] if len(inputs) > len(SETTINGS) else None
 
 
 def own_work(kept_session) -> snapshot.Snapshot | None:
     """The session this tab kept, if it can be restored; None for none, or for one that cannot
-    (``lifecycle.on_load`` says why when it is asked to restore it)."""
+    (``lifecycle.first_load`` says why when it is asked to restore it)."""
     if kept_session is None:
         return None
     try:

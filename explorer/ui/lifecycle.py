@@ -6,6 +6,7 @@ Callbacks return updates keyed by ``Page`` names, like those in ``explorer.ui.ev
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import gradio as gr
@@ -23,8 +24,23 @@ from explorer.ui.tab import USER_ERRORS, new_session, saved_session_folder, tab_
 from explorer.ui.texts import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
 
 
+def page_load(openers: tuple[Callable[..., Updates | None], ...]) -> Callable:
+    """The page's first load: the first feature that opens the page its own way (a lesson's link:
+    ``opener(request, inputs, progress)`` gives its updates, or None when the address is not its to
+    open), else ``first_load``. The event keeps ``on_load``'s name and inputs (the API's ``/on_load``)."""
+
+    def on_load(request: gr.Request, model_name, *inputs, progress=gr.Progress(track_tqdm=True)) -> Updates:
+        for opens in openers:
+            opened = opens(request, inputs, progress)
+            if opened is not None:
+                return opened
+        return first_load(request, model_name, *inputs, progress=progress)
+
+    return on_load
+
+
 @tab_event
-def on_load(request: gr.Request, model_name, *inputs, progress=gr.Progress(track_tqdm=True)) -> Updates:
+def first_load(request: gr.Request, model_name, *inputs, progress=gr.Progress(track_tqdm=True)) -> Updates:
     """A link's session, else the one this browser kept (a reload), else the default model."""
     *settings, kept_session = inputs  # the kept session comes last: API callers may leave it out
     dropped: Updates = {}  # a kept session that cannot be restored is forgotten, not retried at every visit

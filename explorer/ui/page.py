@@ -8,8 +8,17 @@ nowhere else.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import gradio as gr
+
+
+class Placed(Protocol):
+    """What the page reads of a feature (``explorer.ui.feature.Feature``, which imports this module)
+    to lay it out."""
+
+    places: tuple[str, ...]
+    layout: Callable[[Page, str], None] | None
 
 
 class Page:
@@ -19,6 +28,17 @@ class Page:
         self._components: dict[str, gr.components.Component | gr.blocks.BlockContext] = {}
         # The features' hooks after every event (explorer.ui.feature), called by wiring.on.
         self.after_event: tuple[Callable[[tuple, object], None], ...] = ()
+        # Every feature (the registry, set by the frame) and the key the browser's kept values are
+        # encrypted with (gr.BrowserState's secret), for the features' layouts.
+        self.features: tuple[Placed, ...] = ()
+        self.browser_secret = ""
+
+    def lay_out(self, place: str) -> None:
+        """The features placed at ``place``, in the registry's order: the frame's places, and those
+        a feature opens inside itself (the Workshop inside the Lessons panel)."""
+        for feature in self.features:
+            if place in feature.places:
+                feature.layout(self, place)
 
     def add(self, **components) -> None:
         for name, component in components.items():

@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import gradio as gr
+
 from explorer.ui import events
 from explorer.ui.page import Page
 from explorer.ui.tab import PROFILE_ENV, log
@@ -72,6 +74,8 @@ class Wiring:
     restored: set = field(default_factory=set)  # what a restored session changes (every view and setting)
     settings: list = field(default_factory=list)  # the settings a new session reads (render.SETTINGS)
     new_model: set = field(default_factory=set)  # what another model changes
+    demo: gr.Blocks | None = None  # the Blocks being built (a feature's own load events: demo.load)
+    loaded: gr.events.Dependency | None = None  # the page's load event (a feature's load runs after it: .then)
 
     def on(self, callback: Callable) -> Callable:
         return on(self.page, callback)

@@ -391,7 +391,7 @@ def ended(st: ExplorerState) -> Updates:
         code = seat.seat.code if isinstance(seat, Following) else ""
         said = f"**Workshop {code} has ended** (or your teacher removed your place in it). " + STUDENT_AFTER
     # A student's box ready for another code, and the Lessons panel theirs again: no "your teacher
-    # leads" (the page's script brings the sentence above into view, static/page.js).
+    # leads" (the page's script brings the sentence above into view, static/workshop.js).
     cleared = {} if isinstance(seat, Leading) else {"workshop_code": "", "lesson_text": own_lesson_text(st)}
     return {
         **panel(st), **cleared, "workshop_info": f"{said}\n\n{texts.WORKSHOP}",

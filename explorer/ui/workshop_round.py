@@ -1,4 +1,4 @@
-"""A student's question, drawn by the page's own script (static/page.js) instead of by Gradio events.
+"""A student's question, drawn by the page's own script (static/workshop.js) instead of by Gradio events.
 
 A class of thirty sees each question at the same moment; as Gradio events, their thirty Syncs at
 the question, thirty Sends and thirty Syncs at the reveal cost ~15-25 ms of the server's Python

@@ -19,7 +19,8 @@ import pytest
 import sqlalchemy as sa
 
 from explorer import lessons
-from explorer.ui.layout import BROWSER_KEY, WORKSHOP_KEY
+from explorer.ui.layout import BROWSER_KEY
+from explorer.ui.panels.workshop.layout import WORKSHOP_KEY
 from explorer.workshop import database
 from tests.browser.conftest import free_port, running_app
 from tests.browser.helpers import ARTIFACTS, idle, shot, tokens

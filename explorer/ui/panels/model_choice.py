@@ -34,7 +34,8 @@ def wire(wiring: Wiring) -> None:
     """A model switch ends a running Generate: not by Gradio's cancel, which could drop the
     Generate's last word and leave a step of the old session, sent just before, on the page; the
     Generate sees its session replaced at its next step and sends the new one's views."""
-    page, on, settings, switched = wiring.page, wiring.on, wiring.settings, wiring.new_model
+    page, on, settings = wiring.page, wiring.on, wiring.settings
+    switched = {*wiring.new_model, *page.pick(*lifecycle.CLOSED_LESSON)}  # another model closes a lesson
     page.model.select(on(lifecycle.on_model_change), [page.model, page.state, *settings], switched)
     page.custom_model.submit(on(lifecycle.on_custom_model), [page.custom_model, page.state, *settings], switched)
 

@@ -26,6 +26,12 @@ FIGURES = ("architecture_info", "cost_info", "bias_plot")
 MODEL_VIEWS = ("bias_plot",)
 
 
+def routes(app) -> None:
+    """``GET /source/explorer/model/<file>.py``: the model's source the tab's text links to
+    (added to the app through the tab's feature, ``explorer.ui.features``)."""
+    source.add_routes(app)
+
+
 def layout(page: Page) -> None:
     # Side by side where the views' column is wide (1920 px), one above the other at 1280.
     with gr.Row(equal_height=False):

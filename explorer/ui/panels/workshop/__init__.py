@@ -1,13 +1,16 @@
-"""The Workshop panel as a feature: its slice of the state (``ExplorerState.workshop``, a
-``Leading`` or ``Following`` seat) and its hook after every event of the page. Its events and
-layout are still in ``explorer.ui.workshop_events`` and the page's frame (issue 42, item 2)."""
+"""The Workshop panel as a feature: its layout (``layout``: the panel, inside the Lessons panel,
+and what the page keeps and its scripts read), its events (``wiring``; the callbacks are
+``explorer.ui.workshop_events``), its routes (a student's question and answer, the long poll, the
+download), its slice of the state (``ExplorerState.workshop``, a ``Leading`` or ``Following``
+seat) and its hook after every event of the page."""
 
 from __future__ import annotations
 
 from explorer.present.views import ExplorerState
 from explorer.present.workshop_seats import Following, Leading
 from explorer.ui.feature import Feature
-from explorer.ui.workshop_events import as_json, publish
+from explorer.ui.panels.workshop import layout, wiring
+from explorer.ui.workshop_events import add_routes, as_json, publish
 
 
 def after_event(args: tuple, updates: object) -> None:
@@ -25,4 +28,14 @@ def after_event(args: tuple, updates: object) -> None:
         seat.following = as_json(updates["kept"]) == seat.applied
 
 
-WORKSHOP = Feature("workshop", state="workshop", after_event=after_event)
+WORKSHOP = Feature(
+    "workshop",
+    layout=layout.layout,
+    wire=wiring.wire,
+    state="workshop",
+    places=("hidden", "lessons"),
+    styles=("workshop.css",),
+    scripts=(wiring.SCRIPT,),
+    after_event=after_event,
+    routes=add_routes,
+)
