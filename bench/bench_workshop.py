@@ -58,8 +58,8 @@ from tests.browser.page_client import PageClient  # noqa: E402
 # Every student on SmolLM2: a student who joins takes the teacher's model, and both runs must step the same.
 CLASS = ClassPlan(translator_every=10**6, think_s=(1.0, 3.0))
 STUDENTS, WINDOW_S = 30, 5.0
-SPREAD_S = 0.6  # explorer/ui/static/page.js: SPREAD_MS
-TEACHER_EVERY_S = 0.4  # explorer/ui/static/page.js: TEACHER_EVERY_MS
+SPREAD_S = 0.6  # explorer/ui/static/workshop.js: SPREAD_MS
+TEACHER_EVERY_S = 0.4  # explorer/ui/static/workshop.js: TEACHER_EVERY_MS
 NO_SYNC = POLL_ONLY = False
 ANSWERED = re.compile(r"(\d+) of (\d+) students answered")
 
@@ -78,7 +78,7 @@ class Page(PageClient):
 
 
 class PolledPage:
-    """A page's workshop poll (explorer/ui/static/page.js): POST /workshop/wait with its seat (a
+    """A page's workshop poll (explorer/ui/static/workshop.js): POST /workshop/wait with its seat (a
     student's token, the teacher's secret) in the body; on a change, a
     teacher's page sends its Sync event; a student's asks for its question (POST /workshop/round)
     and, when the teacher's view moved and it follows, sends its follow Sync event."""
@@ -161,7 +161,7 @@ def start_teacher(url: str) -> tuple[PageClient, str, dict]:
     teacher = Page(url)
     teacher.predict(DECODER, "The capital of France is", *SETTINGS, None, api_name="/on_load")
     teacher.predict(3, {}, api_name="/on_lesson")
-    outputs = teacher.predict(api_name="/on_start")
+    outputs = teacher.predict([], api_name="/on_start")  # the workshops this browser started (none)
     link = next(v for v in outputs if isinstance(v, str) and v.startswith("?workshop="))
     return teacher, link.split("=", 1)[1], live_seat(outputs)
 
