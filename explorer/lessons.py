@@ -14,6 +14,7 @@ attention, the residual stream, two architectures), then what a cache that keeps
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ from explorer import cache_policies
 from explorer.analysis import proof, roles
 from explorer.analysis.ablation import SwitchedOff
 from explorer.analysis.cache_modes import compare_cache_modes
+from explorer.analysis.circuits import WhyAttends, why_attends
 from explorer.analysis.cost import kv_cache_bytes, step_flops
 from explorer.analysis.lens import logit_lens
 from explorer.errors import InputError
@@ -248,7 +250,11 @@ def strongest_induction_heads(session: GenerationSession, n: int = 3) -> list[tu
 
 
 def copying_without_induction(session: GenerationSession) -> Posed:
-    heads = frozenset(strongest_induction_heads(session))
+    return copying_without(session, frozenset(strongest_induction_heads(session)))
+
+
+def copying_without(session: GenerationSession, heads: frozenset) -> Posed:
+    """Whether the model still writes its copy of the pattern with ``heads`` (layer, head) switched off."""
     switched, total = SwitchedOff(heads), session.config.n_layers * session.config.n_heads
     intact = session.top_candidates(1)[0]
     without = session.with_interventions(switched.interventions()).top_candidates(3)
@@ -396,6 +402,58 @@ def perplexity_against_full(session: GenerationSession) -> Posed:
     return Posed(PERPLEXITY_OPTIONS, answer, why)
 
 
+# ---------------------------------------------------------------- 9. how the model finds what to copy
+HEAD_NAME = re.compile(r"L(\d+)\.H(\d+)")
+
+
+def induction_cell(session: GenerationSession) -> tuple[int, int, WhyAttends]:
+    """The strongest induction head (layer, head) and its cell at the newest token: the key it reads most, split."""
+    layer, head = strongest_induction_heads(session, 1)[0]
+    query = len(session.token_ids) - 1
+    key = int(session.self_attention(layer)[head, query].argmax())
+    return layer, head, why_attends(session, layer, head, query, key)
+
+
+def key_side_heads(cell: WhyAttends, n: int = 3) -> list[tuple[int, int]]:
+    """The earlier heads that give the cell's score most on the key side, largest first."""
+    ranked = sorted(cell.key_components.items(), key=lambda item: -item[1])
+    return [
+        tuple(int(g) for g in HEAD_NAME.fullmatch(name).groups()) for name, _ in ranked if HEAD_NAME.fullmatch(name)
+    ][:n]
+
+
+def what_the_key_side_is(session: GenerationSession) -> Posed:
+    layer, head, cell = induction_cell(session)
+    keys = sorted(cell.key_components.items(), key=lambda item: -item[1])
+    answer = keys[0][0]
+    top_query = max(cell.query_components.items(), key=lambda item: item[1])[0]
+    options = list(dict.fromkeys([answer, "embed", top_query, keys[1][0]]))
+    read = f"{token_label(session, cell.key)}"
+    why = (f"Head {head} of layer {layer} puts {session.self_attention(layer)[head, cell.query, cell.key]:.2f} of "
+           f"the newest token's weight on {read}, the word that came after it last time; its score there is "
+           f"{cell.score:.1f}, and on the key side {answer} gives {keys[0][1]:+.1f} of it. ")  # fmt: skip
+    match = HEAD_NAME.fullmatch(answer)
+    if match:
+        why += previous_token_reading(session, answer, *(int(g) for g in match.groups()))
+    return Posed(options, answer, why, layer, str(head), query=cell.query)
+
+
+def previous_token_reading(session: GenerationSession, name: str, layer: int, head: int) -> str:
+    """What the head that gives the key side most is: a previous-token head, or not."""
+    previous = float(roles.previous_token_score(session.self_attention(layer))[head])
+    said = f"{name} puts {previous:.2f} of its weight on the token just before, on average: "
+    if previous > 0.5:
+        return said + (
+            "a previous-token head. At the key it wrote “the token before me was this word”, and the query "
+            "looks for its own word: that is how an induction head finds what to copy."
+        )
+    return said + "not a previous-token head; the model finds the copy another way here."
+
+
+def copying_without_the_key_side(session: GenerationSession) -> Posed:
+    return copying_without(session, frozenset(key_side_heads(induction_cell(session)[2])))
+
+
 LESSONS = [
     Lesson(1, "Tokens and the next token", [
         LessonStep(
@@ -523,6 +581,22 @@ LESSONS = [
             f"of the last {SINK_BUDGET - N_SINKS}.",
             SINK_QUESTION, Setup(text=DECLARATION, cache_policy=f"sinks:{N_SINKS}:{SINK_BUDGET - N_SINKS}"),
             perplexity_against_full),
+    ]),
+    Lesson(9, "How the model finds what to copy", [
+        LessonStep(
+            "Why the induction head looks there",
+            "This step opened *Why this cell* on the head that copies best, at the newest token “ violin”: it "
+            "reads the word that came after “ violin” last time. A score is the query's vector times the key's, "
+            "and each is a sum of what earlier heads and feed-forwards wrote at that position; the bars split it.",
+            "On the key side, which part of the residual stream gives this score the most?",
+            Setup(text=RANDOM_REPEATED, tab="circuits"), what_the_key_side_is),
+        LessonStep(
+            "Switch off what the key side comes from",
+            "This step put the three earlier heads that give the key side most in the *Switch heads off* tab (the "
+            "induction head itself stays on); press **Run with these switched off** to see each token's "
+            "probability without them.",
+            "With these three heads switched off, what will the model write after “violin”?",
+            Setup(text=RANDOM_REPEATED, tab="ablation"), copying_without_the_key_side),
     ]),
 ]  # fmt: skip
 

@@ -32,7 +32,7 @@ def posed():
 
 
 def test_every_step_has_its_answer_among_two_or_more_distinct_options(posed):
-    assert len(posed) >= 18 and {number for number, _ in posed} == set(range(1, 9))
+    assert len(posed) >= 20 and {number for number, _ in posed} == set(range(1, 10))
     for key, (_, question) in posed.items():
         assert len(question.options) >= 2 and len(set(question.options)) == len(question.options), key
         assert question.answer in question.options and question.why, key
@@ -169,3 +169,28 @@ def test_links_and_progress():
             linked_step(bad)
     labels = dict((number, label) for label, number in lesson_choices({"1": [0, 1], "2": [0]}))
     assert labels[1].endswith("✓") and not labels[2].endswith("✓") and not labels[3].endswith("✓")
+
+
+def test_the_induction_head_finds_its_copy_through_the_key_sides_previous_token_head(posed):
+    """Lesson 9, worked out here from a whole pass (not the session's kept rows, not the lesson's
+    code): the head the question opens is the one that reads the copy most on the repeated text;
+    the answer is the largest key-side part of that cell's score; switching off the three heads that
+    give the key side most changes what the model writes, as the second question says."""
+    session, question = posed[9, 0]
+    weights = session.full_pass(explorer.model.ATTENTION).trace.self_attention(question.layer)[0]  # (heads, T, T)
+    query, head = len(session.token_ids) - 1, int(question.head)
+    key = int(weights[head, query].argmax())
+    assert visible(session.token_texts()[key]) == "·marble"  # the word after “ violin” last time
+    cell = explorer.why_attends(session, question.layer, head, query, key)
+    assert question.answer == max(cell.key_components.items(), key=lambda item: item[1])[0]
+    assert abs(float(cell.pairs.sum()) - cell.score) <= 1e-3 * max(1.0, abs(cell.score))
+    session, question = posed[9, 1]
+    spec: dict[int, list[int]] = {}
+    for layer, which in question.switched_off:
+        spec.setdefault(layer, []).append(which)
+    logits = session.run_decoder(
+        session.ids_tensor(session.token_ids), interventions=explorer.ablate_heads(spec)
+    ).logits
+    without = visible(session.tokenizer.decode([int(logits[0, -1].argmax())]))
+    stops = question.answer == question.options[1]
+    assert stops == (without != "·marble"), (without, question.answer)

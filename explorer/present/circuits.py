@@ -15,6 +15,7 @@ COLOURS = {
     "weight": "attention weight",
     "carried": "weight × what is carried, ‖α v W_O‖ (each row scaled to its largest)",
 }
+VALUE_NAMES = {"weight": "weight", "carried": "‖αvW_O‖"}  # a cell's number (the title says rows are scaled)
 SHOWN = 8  # components on each side
 
 
@@ -50,7 +51,7 @@ def heatmap_figure(session, layer: int, head: int, query: int, colour: str) -> d
     window = session.config.window_of(layer)
     return attention_heatmap(
         values, tokens, tokens, causal=True, window=window, selected_query=query,
-        title=f"Layer {layer}, head {head}: {COLOURS[colour]}",
+        title=f"Layer {layer}, head {head}: {COLOURS[colour]}", value_name=VALUE_NAMES[colour],
     )  # fmt: skip
 
 

@@ -18,8 +18,8 @@ Press **Step** and watch a real transformer choose the next token. Keys: **s** S
 **u** Undo, **←** **→** move the query. [Join a workshop](#workshop)"""
 
 # The count comes from the lessons' list, so that a new lesson cannot leave it behind.
-LESSONS = f"""{counted(len(LESSON_LIST))} short lessons on the live model, from tokens to why the first token
-matters. Each step sets up the model, the text and the view, says what to look at, and asks one
+LESSONS = f"""{counted(len(LESSON_LIST))} short lessons on the live model, from tokens to how a head finds
+what to copy. Each step sets up the model, the text and the view, says what to look at, and asks one
 question that the explorer checks against the model."""
 
 CANDIDATES = """The distribution the last token was chosen from (✓), most probable first.

@@ -29,18 +29,21 @@ def why_figure(
     matrix = {
         "type": "heatmap", "z": pairs.tolist(), "x": [n for n, _ in key_top], "y": [n for n, _ in query_top],
         "xaxis": "x3", "yaxis": "y3", "zmin": -limit, "zmax": limit, "zmid": 0,
-        "colorscale": [[0, LOWERS], [0.5, "#ffffff"], [1, RAISES]], "colorbar": {"len": 0.4, "y": 0.2, "thickness": 12},
+        "colorscale": [[0, LOWERS], [0.5, "#ffffff"], [1, RAISES]],
+        "colorbar": {"len": 0.3, "y": 0.15, "thickness": 12},
         "hovertemplate": "query %{y} × key %{x}: %{z:+.3f}<extra></extra>",
     }  # fmt: skip
+    # One above the other (query side, key side, their pairs): side by side, a phone's width put one
+    # chart's names over the other's bars.
     layout = {
         "title": {"text": title, "x": 0.01, "font": {"size": 14}},
-        "height": 640, "margin": {"l": 90, "r": 20, "t": 60, "b": 90},
-        "xaxis1": {"domain": [0.0, 0.45], "anchor": "y1", "title": {"text": "query side"}, "zeroline": True},
-        "yaxis1": {"domain": [0.58, 1.0], "anchor": "x1", "automargin": True},
-        "xaxis2": {"domain": [0.55, 1.0], "anchor": "y2", "title": {"text": "key side"}, "zeroline": True},
-        "yaxis2": {"domain": [0.58, 1.0], "anchor": "x2", "automargin": True},
+        "height": 900, "margin": {"l": 90, "r": 20, "t": 60, "b": 90},
+        "xaxis1": {"domain": [0.0, 1.0], "anchor": "y1", "title": {"text": "query side"}, "zeroline": True},
+        "yaxis1": {"domain": [0.74, 1.0], "anchor": "x1", "automargin": True},
+        "xaxis2": {"domain": [0.0, 1.0], "anchor": "y2", "title": {"text": "key side"}, "zeroline": True},
+        "yaxis2": {"domain": [0.41, 0.67], "anchor": "x2", "automargin": True},
         "xaxis3": {"domain": [0.0, 0.9], "anchor": "y3", "title": {"text": "key component"}, "automargin": True},
-        "yaxis3": {"domain": [0.0, 0.42], "anchor": "x3", "title": {"text": "query component"}, "automargin": True,
+        "yaxis3": {"domain": [0.0, 0.3], "anchor": "x3", "title": {"text": "query component"}, "automargin": True,
                    "autorange": "reversed"},
     }  # fmt: skip
     return {"data": [_bars(query_top, "1", "query side"), _bars(key_top, "2", "key side"), matrix], "layout": layout}

@@ -68,6 +68,7 @@ def attention_heatmap(
     query_title: str = "queries (who reads)",
     evicted: np.ndarray | None = None,  # (queries, keys) True where a cache policy had evicted the key
     evicted_by: str = "",  # the policy, for the hover ("sinks 4 + window 64")
+    value_name: str = "weight",  # what a cell's number is: its hover, colour bar and row table say so
 ) -> Figure:
     n_q, n_k = weights.shape
     if len(query_tokens) != n_q or len(key_tokens) != n_k:
@@ -87,11 +88,15 @@ def attention_heatmap(
         "colorbar": COLORBAR,
     }  # fmt: skip
     layout = _layout(title, key_title, query_title, trace["x"], trace["y"])
+    if value_name != "weight":
+        trace["hovertemplate"] = HOVER.replace("weight", value_name)
+        trace["colorbar"] = {**COLORBAR, "title": {"text": value_name}}
+        layout["meta"] = {"value_name": value_name}  # heatmap.js: the row table's column
     layout["plot_bgcolor"] = MASK_COLOR if masked.any() else "white"
     if causal and window is not None:
-        layout["meta"] = {"window": window}  # heatmap.js: why a masked cell is masked
+        layout["meta"] = {**layout.get("meta", {}), "window": window}  # heatmap.js: why a masked cell is masked
     if evicted is not None and evicted.any():
-        layout["meta"] = {"evicted_by": evicted_by}  # heatmap.js dots these cells and says so above the plot
+        layout["meta"] = {**layout.get("meta", {}), "evicted_by": evicted_by}  # heatmap.js dots these cells
         layout["margin"] = {**layout["margin"], "t": layout["margin"]["t"] + EVICTED_LEGEND_PX}
     if selected_query is not None and 0 <= selected_query < n_q:
         layout["shapes"] = [{

@@ -68,6 +68,7 @@ def test_a_query_picked_explains_its_winning_cell_as_bars(page):
     for name, value in zip(key_bars["y"], key_bars["x"], strict=True):
         assert value == pytest.approx(expected_keys[name], abs=1e-3 * max(1.0, abs(cell.score)))
     assert set(query_bars["y"]) == set(dict(cell.largest(cell.query_components)))
+    assert page.input_value("#circuits-key input") == str(cell.key)  # the key box names the key explained
     info = page.inner_text("#circuits-info")
     assert f"Layer {LAYER} head {HEAD} scores" in info and "on the key side" in info, info
     shot(page, "circuits-why-this-cell")
@@ -79,6 +80,8 @@ def test_a_query_picked_explains_its_winning_cell_as_bars(page):
     page.click("#circuits-colour label:has-text('what is carried')")
     wait_plot_title(page, "circuits-heatmap", "what is carried")
     idle(page)
+    # The colour bar names what the cells hold now: not an attention weight (fresh eyes).
+    page.wait_for_function("() => document.querySelector('#circuits-heatmap svg').textContent.includes('‖αvW_O‖')")
     shown = plot(page, "circuits-heatmap")["traces"][0]["argmax"]
     scaled = carried / np.maximum(carried.max(-1, keepdims=True), 1e-12)
     assert shown == scaled.argmax(-1).tolist()  # each row's largest ‖α v W_O‖, as the API computes it

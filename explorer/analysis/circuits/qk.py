@@ -130,10 +130,15 @@ class WhyAttends:
             self.largest(self.query_components, 1)[0],
         )
         a, b, value = self.top_pair()
+
+        def does(value: float) -> str:  # the largest part by size: it may pull the score down
+            return "adds most" if value >= 0 else "takes most away"
+
         return (
             f"Layer {self.layer} head {self.head} scores {visible(self.query_token)!r} → {visible(self.key_token)!r} "
-            f"at {self.score:.2f}: on the key side {k_name} gives most ({k_value:+.2f}), on the query side "
-            f"{q_name} ({q_value:+.2f}); the largest pair is {a} (query) meeting {b} (key), {value:+.2f}."
+            f"at {self.score:.2f}: on the key side {k_name} {does(k_value)} ({k_value:+.2f}), on the query side "
+            f"{q_name} {does(q_value)} ({q_value:+.2f}); the largest pair is {a} (query) meeting {b} (key), "
+            f"{value:+.2f}."
         )
 
 

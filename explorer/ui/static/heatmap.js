@@ -304,8 +304,9 @@
     if (!rowTable.open || !figure || !figure.data) return;
     const { query, keys } = selectedRow(figure);
     const rows = keys.map((k) => `<tr><td>${escapeText(k.key)}</td><td class="weight">${k.w.toFixed(4)}</td></tr>`);
-    rowTable.querySelector(".attention-rows").innerHTML = `<table><caption>Row ${escapeText(query)}: its weight on each key
-      it may read</caption><thead><tr><th scope="col">key</th><th scope="col">weight</th></tr></thead>
+    const valueName = escapeText(figure.layout?.meta?.value_name || "weight"); // what the cells hold (viz/heatmap.py)
+    rowTable.querySelector(".attention-rows").innerHTML = `<table><caption>Row ${escapeText(query)}: its ${valueName} on each key
+      it may read</caption><thead><tr><th scope="col">key</th><th scope="col">${valueName}</th></tr></thead>
       <tbody>${rows.join("")}</tbody></table>`;
   }
   rowTable.addEventListener("toggle", fillTable);

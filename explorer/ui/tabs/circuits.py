@@ -24,7 +24,7 @@ per pair (query component × key component); the bars add each side up. Click a 
 (or a row of the heatmap): the cell is that query and the key it reads most (or type a key). **Weight × what is
 carried** colours each cell by the size of what the key sends, α·v·W_O, not the weight alone."""
 
-FIGURES = ("circuits_plot", "circuits_info", "circuits_bars")
+FIGURES = ("circuits_plot", "circuits_info", "circuits_bars", "circuits_key")
 
 
 def layout(page: Page) -> None:
@@ -35,7 +35,8 @@ def layout(page: Page) -> None:
                 label="Colour the heatmap by", elem_id="circuits-colour",
             ),
             circuits_key=gr.Number(
-                label="Key position (empty: the row's winner)", value=None, precision=0, elem_id="circuits-key"
+                label="Key position (the row's winner until you type another)", value=None, precision=0,
+                elem_id="circuits-key",
             ),
         )  # fmt: skip
     heatmap = attention_heatmap_view("Why this cell", "circuits-heatmap", selects_query=True)
@@ -43,7 +44,10 @@ def layout(page: Page) -> None:
     page.add(
         circuits_plot=heatmap,
         circuits_info=gr.Markdown(elem_id="circuits-info"),
-        circuits_bars=gr.Plot(label="The largest components, and their pairs", elem_id="circuits-bars"),
+        # No label badge: it covered the figure's own title on a phone.
+        circuits_bars=gr.Plot(
+            label="The largest components, and their pairs", show_label=False, elem_id="circuits-bars"
+        ),
     )
 
 
@@ -52,12 +56,15 @@ def figures(st: ExplorerState) -> Updates:
     head, query = circuits.chosen_head(st.head), st.query_position()
     cell = circuits.explained(session, st.layer, head, query, choice.key_for(query))
     note = " (the page shows the heads' average: this is head 0; choose a head above)" if st.head == "mean" else ""
+    if choice.colour == "carried":
+        note += " The cell explained is the one the bars name (the key box), whatever the colouring shows."
     return {
         "circuits_plot": shown_heatmap(
             st, circuits.heatmap_figure(session, st.layer, head, query, choice.colour), "circuits"
         ),
         "circuits_info": cell.summary() + note,
         "circuits_bars": shown_plot(st, circuits.cell_figure(cell), "why-this-cell"),
+        "circuits_key": cell.key,  # the key explained: the one typed, or the row's winner
     }
 
 
