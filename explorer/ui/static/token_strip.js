@@ -26,6 +26,7 @@ page => {
     new MutationObserver(() => {
       const box = strip.querySelector('.textfield');
       const all = tokens();
+      mark(all);  // first: a query picked elsewhere changes only the tokens' colours (no node the page's observer sees)
       if (box && all.length > count) box.scrollTop = box.scrollHeight;
       else if (box) {
         const query = all[selectedIndex(all)];
