@@ -14,7 +14,6 @@ attention, the residual stream, two architectures), then what a cache that keeps
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,7 +23,7 @@ from explorer import cache_policies
 from explorer.analysis import proof, roles
 from explorer.analysis.ablation import SwitchedOff
 from explorer.analysis.cache_modes import compare_cache_modes
-from explorer.analysis.circuits import WhyAttends, why_attends
+from explorer.analysis.circuits import WhyAttends, decoder_head, why_attends
 from explorer.analysis.cost import kv_cache_bytes, step_flops
 from explorer.analysis.lens import logit_lens
 from explorer.errors import InputError
@@ -403,9 +402,6 @@ def perplexity_against_full(session: GenerationSession) -> Posed:
 
 
 # ---------------------------------------------------------------- 9. how the model finds what to copy
-HEAD_NAME = re.compile(r"L(\d+)\.H(\d+)")
-
-
 def induction_cell(session: GenerationSession) -> tuple[int, int, WhyAttends]:
     """The strongest induction head (layer, head) and its cell at the newest token: the key it reads most, split."""
     layer, head = strongest_induction_heads(session, 1)[0]
@@ -416,10 +412,8 @@ def induction_cell(session: GenerationSession) -> tuple[int, int, WhyAttends]:
 
 def key_side_heads(cell: WhyAttends, n: int = 3) -> list[tuple[int, int]]:
     """The earlier heads that give the cell's score most on the key side, largest first."""
-    ranked = sorted(cell.key_components.items(), key=lambda item: -item[1])
-    return [
-        tuple(int(g) for g in HEAD_NAME.fullmatch(name).groups()) for name, _ in ranked if HEAD_NAME.fullmatch(name)
-    ][:n]
+    ranked = sorted(cell.key_components, key=lambda name: -cell.key_components[name])
+    return [head for head in map(decoder_head, ranked) if head is not None][:n]
 
 
 def what_the_key_side_is(session: GenerationSession) -> Posed:
@@ -432,9 +426,9 @@ def what_the_key_side_is(session: GenerationSession) -> Posed:
     why = (f"Head {head} of layer {layer} puts {session.self_attention(layer)[head, cell.query, cell.key]:.2f} of "
            f"the newest token's weight on {read}, the word that came after it last time; its score there is "
            f"{cell.score:.1f}, and on the key side {answer} gives {keys[0][1]:+.1f} of it. ")  # fmt: skip
-    match = HEAD_NAME.fullmatch(answer)
-    if match:
-        why += previous_token_reading(session, answer, *(int(g) for g in match.groups()))
+    head_of_answer = decoder_head(answer)
+    if head_of_answer is not None:
+        why += previous_token_reading(session, answer, *head_of_answer)
     return Posed(options, answer, why, layer, str(head), query=cell.query)
 
 

@@ -2,7 +2,7 @@
 (ov.py), which earlier heads it composes with (composition.py); all from the stream's components
 (stream.py), read from one traced pass of the session (traced.py)."""
 
-from .composition import Composition, composition
+from .composition import Composition, composition, decoder_head
 from .ov import Carried, carried_norms, what_it_carries
 from .qk import WhyAttends, why_attends, why_row
 from .traced import traced
@@ -13,6 +13,7 @@ __all__ = [
     "WhyAttends",
     "carried_norms",
     "composition",
+    "decoder_head",
     "traced",
     "what_it_carries",
     "why_attends",

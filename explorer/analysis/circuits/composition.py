@@ -29,6 +29,14 @@ from .traced import check_head, traced
 HEAD = re.compile(r"^(enc\.)?L(\d+)\.(cross\.)?H(\d+)$")
 
 
+def decoder_head(name: str) -> tuple[int, int] | None:
+    """(layer, head) for a component named after a decoder self-attention head ("L16.H0"), else None."""
+    match = HEAD.match(name)
+    if match is None or match.group(1) or match.group(3):
+        return None
+    return int(match.group(2)), int(match.group(4))
+
+
 @dataclass
 class Composition:
     layer: int
