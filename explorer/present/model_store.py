@@ -94,5 +94,11 @@ def get_model(name: str, progress: bool = True) -> LoadedModel:
         return _loaded[name]
 
 
+def already_loaded(name: str) -> LoadedModel | None:
+    """The model if this process has loaded it (never starts a load)."""
+    with _lock:
+        return _loaded.get(name)
+
+
 def default_model_name() -> str:
     return os.environ.get(MODEL_ENV, DEFAULT_MODEL)

@@ -14,6 +14,7 @@ import gradio as gr
 from explorer.present import views
 from explorer.present.tabs import TABS, shown_tab, tab_named
 from explorer.present.views import MEAN, ExplorerState
+from explorer.ui import model_card
 from explorer.ui.shown import Updates, kept_value
 from explorer.ui.tabs import code
 
@@ -109,12 +110,18 @@ def text_label(loaded) -> str:
     return "Source sentence" if loaded.is_encoder_decoder else "Prompt"
 
 
+def model_info(loaded) -> str:
+    """The model's description, and its card (licence, architecture) one click away."""
+    card = model_card.link(loaded.name)
+    return f"{loaded.description} [Model card and licence]({card})" if card else loaded.description
+
+
 def model_views(loaded) -> Updates:
     """What a model changes; the buttons, off while the page's first model loads, come on."""
     translator = loaded.is_encoder_decoder
     out = {
         **buttons_on(),
-        "model_info": loaded.description,
+        "model_info": model_info(loaded),
         "text": gr.Textbox(label=text_label(loaded)),
         "chat": gr.Checkbox(visible=loaded.has_chat_template and not translator),
         "strip": gr.HighlightedText(color_map=views.strip_colors(translator)),

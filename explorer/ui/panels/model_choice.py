@@ -7,7 +7,7 @@ from __future__ import annotations
 import gradio as gr
 
 from explorer.present import model_store
-from explorer.ui import lifecycle
+from explorer.ui import lifecycle, model_card
 from explorer.ui.feature import Feature
 from explorer.ui.page import Page
 from explorer.ui.wiring import Wiring
@@ -41,5 +41,10 @@ def wire(wiring: Wiring) -> None:
 
 
 MODEL_CHOICE = Feature(
-    "model choice", layout=layout, wire=wire, places=("top", "settings-end"), styles=("model_choice.css",)
+    "model choice",
+    layout=layout,
+    wire=wire,
+    places=("top", "settings-end"),
+    styles=("model_choice.css",),
+    routes=model_card.add_routes,
 )
