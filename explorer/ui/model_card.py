@@ -9,6 +9,7 @@ third party's HTML page: it is served with a policy that runs none of its script
 from __future__ import annotations
 
 import html
+import re
 
 from fastapi.responses import HTMLResponse, PlainTextResponse
 
@@ -67,6 +68,16 @@ def card_html(name: str) -> str:
     )
 
 
+def licence_page(name: str, shipped: str) -> str:
+    """The shipped licence's own text: a saved web page keeps its site's menus and styles around
+    the terms (its ``<article>``); only that is shown, on a page of ours."""
+    start, end = shipped.find("<article"), shipped.rfind("</article>")
+    body = shipped[start : end + len("</article>")] if 0 <= start < end else shipped
+    body = re.sub(r"<(style|button|script)\b.*?</\1>", "", body, flags=re.DOTALL | re.IGNORECASE)
+    title = f"<title>{html.escape(name)}: licence</title><style>{STYLE}</style>"
+    return f"<!doctype html><html lang='en'><head><meta charset='utf-8'>{title}</head><body>{body}</body></html>"
+
+
 async def card_route(name: str):
     model = name.removesuffix("/licence")
     spec = REGISTRY.get(model)
@@ -80,7 +91,7 @@ async def card_route(name: str):
         text = None
     if text is None:
         return PlainTextResponse(spec.licence, headers=HEADERS)
-    return HTMLResponse(text, headers=HEADERS)  # its scripts and remote parts blocked by the policy
+    return HTMLResponse(licence_page(model, text), headers=HEADERS)  # no script runs, whatever it holds
 
 
 def add_routes(app) -> None:
