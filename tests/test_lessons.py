@@ -14,6 +14,7 @@ import explorer
 from explorer import lessons
 from explorer.analysis import ablation
 from explorer.errors import InputError
+from explorer.model.cache import KVCache
 from explorer.tokens import visible
 from explorer.ui.lesson_events import lesson_choices, linked_step
 
@@ -32,7 +33,7 @@ def posed():
 
 
 def test_every_step_has_its_answer_among_two_or_more_distinct_options(posed):
-    assert len(posed) >= 20 and {number for number, _ in posed} == set(range(1, 10))
+    assert len(posed) >= 20 and {number for number, _ in posed} == set(range(1, 11))
     for key, (_, question) in posed.items():
         assert len(question.options) >= 2 and len(set(question.options)) == len(question.options), key
         assert question.answer in question.options and question.why, key
@@ -164,7 +165,7 @@ def test_links_and_progress():
     assert linked_step({}) is None
     assert linked_step({"lesson": "3", "step": "2"}) == (3, 1)
     assert linked_step({"lesson": "3"}) == (3, 0)
-    for bad in ({"lesson": "10"}, {"lesson": "3", "step": "5"}, {"lesson": "three"}):
+    for bad in ({"lesson": str(len(lessons.LESSONS) + 1)}, {"lesson": "3", "step": "5"}, {"lesson": "three"}):
         with pytest.raises(InputError):
             linked_step(bad)
     labels = dict((number, label) for label, number in lesson_choices({"1": [0, 1], "2": [0]}))
@@ -194,3 +195,25 @@ def test_the_induction_head_finds_its_copy_through_the_key_sides_previous_token_
     without = visible(session.tokenizer.decode([int(logits[0, -1].argmax())]))
     stops = question.answer == question.options[1]
     assert stops == (without != "·marble"), (without, question.answer)
+
+
+def test_multi_query_one_kv_head_its_bytes_and_heads_that_read_apart(posed):
+    """Lesson 10 on Gemma 3 270M, worked out here: the key/value heads counted from the weights;
+    the bytes a token from the tensors a cached pass returns; the four heads' most-read tokens
+    from a whole pass's attention."""
+    session, question = posed[10, 0]
+    config = session.config
+    kv_heads = session.model.decoder.layers[0].self_attn.k_proj.weight.shape[0] // config.head_dim
+    assert question.answer == str(kv_heads) == "1" and config.n_heads == 4
+    session, question = posed[10, 1]
+    ids = session.ids_tensor(session.token_ids)
+    cache = KVCache(config.n_layers)  # a store of its own: what one pass over the text writes
+    session.model(ids, cache=cache)
+    n = ids.shape[1]
+    held = sum(cache.sequence.read(i, field, n).nbytes for i in range(config.n_layers) for field in ("keys", "values"))
+    assert question.answer == f"{held // ids.shape[1]:,} bytes" == "36,864 bytes"
+    session, question = posed[10, 2]
+    assert question.layer == config.layer_types.index("full")
+    weights = session.full_pass(explorer.model.ATTENTION).trace.self_attention(question.layer)[0]  # (heads, T, T)
+    newest = {int(row.argmax()) for row in weights[:, -1]}
+    assert question.answer == (lessons.SAME_TOP if len(newest) == 1 else lessons.DIFFERENT_TOP)
