@@ -34,7 +34,8 @@ two probabilities:
   expects the text and the other does not;
 * ``agree``: each model's most probable next token, decoded as the text it would add; the two
   agree when the shorter string is a non-empty prefix of the longer (``" Par"`` and
-  ``" Paris"`` agree; ``" Paris"`` and ``" London"`` do not).
+  ``" Paris"`` agree; ``" Paris"`` and ``" London"`` do not). A token that is only part of a
+  character is written as its bytes (``"<c3>"``), as the token strip writes it.
 
 A translator (encoder-decoder) takes part on its decoder side: its census and costs are those of
 its decoder writing its own greedy translation of the text (its source); the agreement along the
