@@ -230,3 +230,27 @@ def test_smollm2_beside_gemma3(real_pair):
     np.testing.assert_allclose(result.agreement.p_a, [row[1] for row in rows], rtol=1e-3, atol=1e-6)
     np.testing.assert_allclose(result.agreement.p_b, [row[2] for row in rows], rtol=1e-3, atol=1e-6)
     assert result.agreement.agreement_rate > 0.5  # two real models mostly expect the same next word here
+
+
+def test_the_tab_lists_each_kinds_strongest_heads_and_a_row_opens_its_head(compared):
+    from explorer.present import two_models as shown
+
+    rows = shown.head_rows(compared.b)
+    assert len(rows) == 3 * shown.PER_KIND
+    for row_index, (kind, rank, layer, head, score) in enumerate(rows):
+        assert (layer, head, float(score)) == pytest.approx((*compared.b.strongest(kind, rank)[-1][:2], float(score)))
+        assert shown.head_at(compared.b, row_index) == (layer, head)
+    assert shown.head_at(compared.b, len(rows)) is None
+    figure = shown.agreement_figure(compared)
+    assert [trace["y"] for trace in figure["data"][:2]] == [list(compared.agreement.p_a), list(compared.agreement.p_b)]
+
+
+def test_unloading_a_model_forgets_it_and_a_later_request_loads_it_again(tiny):
+    from explorer.present import model_store
+
+    name = str(tiny["folders"]["gpt2"])
+    first = model_store.get_model(name, progress=False)
+    assert model_store.is_loaded(name) and model_store.unload_model(name)
+    assert not model_store.is_loaded(name) and not model_store.unload_model(name)
+    assert model_store.get_model(name, progress=False) is not first
+    model_store.unload_model(name)

@@ -12,9 +12,9 @@ from explorer.present import model_store
 from explorer.present import two_models as shown
 from explorer.present.tabs import DEFAULT_TAB
 from explorer.present.views import ExplorerState, checked_view
+from explorer.ui import render as rendering  # not its names: the page reads a tab module's model_views
 from explorer.ui.lifecycle import CLOSED_LESSON, closed_lesson
 from explorer.ui.page import Page
-from explorer.ui.render import model_views, render, tab_views, text_label
 from explorer.ui.shown import Updates, shown_plot
 from explorer.ui.tab import new_session, require, tab_event
 from explorer.ui.tabs.parts import beside_explanation
@@ -56,6 +56,7 @@ def layout(page: Page) -> None:
                     **{f"two_models_heads_{side}": gr.Dataframe(
                         headers=shown.TABLE_HEADERS, interactive=False, elem_id=f"two-models-heads-{side}",
                         label="Strongest heads", max_height=420,
+                        column_widths=["34%", "14%", "16%", "14%", "22%"],  # the score in sight, on a phone too
                     )}
                 )  # fmt: skip
     page.add(two_models_plot=gr.Plot(label="Along the text", elem_id="two-models-chart"))
@@ -125,23 +126,28 @@ def head_opener(side: str):
         picked = None if census is None else shown.head_at(census, row)
         if picked is None:
             return gr.skip()
-        out = {} if census.name == st.model_name else switch_to(st, census.name, result.text, settings)
+        if census.name != st.model_name:
+            return switch_to(st, census.name, result.text, settings, picked)
         st.layer, st.head = checked_view(st.session, picked[0], str(picked[1]))
         st.tab = DEFAULT_TAB
-        return {**out, "tabs": gr.Tabs(selected=st.tab), "layer": gr.Slider(value=st.layer),
-                "head": gr.Dropdown(value=st.head), **tab_views(st)}  # fmt: skip
+        return {"tabs": gr.Tabs(selected=st.tab), "layer": gr.Slider(value=st.layer),
+                "head": gr.Dropdown(value=st.head), **rendering.tab_views(st)}  # fmt: skip
 
     on_open_head.__name__ = on_open_head.__qualname__ = f"on_open_head_{side}"
     return on_open_head
 
 
-def switch_to(st: ExplorerState, name: str, text: str, settings: list) -> Updates:
-    """The page on model ``name`` with the census's text; the page's model becomes the second."""
+def switch_to(st: ExplorerState, name: str, text: str, settings: list, head: tuple[int, int]) -> Updates:
+    """The page on model ``name`` with the census's text, on ``head``'s self-attention; the page's
+    model becomes the second."""
     previous = st.model_name
     loaded = model_store.get_model(name)
     new_session(st, text, *settings[1:], model_name=name)
+    st.layer, st.head = checked_view(st.session, head[0], str(head[1]))
+    st.tab = DEFAULT_TAB
     gr.Info(f"The page now shows {name} with the same text; {previous} is the second model.")
     return {
-        **model_views(loaded), **render(st, full=True), **closed_lesson(st), "model": gr.Dropdown(value=name),
-        "text": gr.Textbox(value=text, label=text_label(loaded)), "two_models_second": gr.Dropdown(value=previous),
+        **rendering.model_views(loaded), **rendering.render(st, full=True), **closed_lesson(st),
+        "model": gr.Dropdown(value=name), "text": gr.Textbox(value=text, label=rendering.text_label(loaded)),
+        "two_models_second": gr.Dropdown(value=previous), "tabs": gr.Tabs(selected=st.tab),
     }  # fmt: skip
