@@ -254,3 +254,10 @@ def test_unloading_a_model_forgets_it_and_a_later_request_loads_it_again(tiny):
     assert not model_store.is_loaded(name) and not model_store.unload_model(name)
     assert model_store.get_model(name, progress=False) is not first
     model_store.unload_model(name)
+
+
+def test_a_character_split_over_two_tokens_is_no_boundary():
+    """SmolLM2's offsets for "🙂 ok" after a space: the emoji's two byte pieces share its end."""
+    offsets = [(0, 0), (0, 1), (1, 3), (2, 3), (3, 6)]  # a start token, "a", two pieces of one character, " ok"
+    ends = two_models.token_boundaries([7, 10, 11, 12, 13], offsets, special={7})
+    assert ends == {0: 0, 1: 1, 3: 3, 6: 4}  # none after the character's first piece
