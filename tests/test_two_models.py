@@ -38,10 +38,17 @@ def compared(tiny):
     return explorer.compare_models(tiny["gpt2"], tiny["gemma3"], TEXT)
 
 
+def full_pass(loaded, ids: list[int]) -> tuple[list[np.ndarray], torch.Tensor]:
+    """Per layer (heads, T, T), and the next token's log-probabilities (T, vocab), from one pass
+    that records attention."""
+    with torch.inference_mode():
+        out = loaded.model(torch.tensor([ids]), record=Record.of("attention"))
+    layers = [out.trace[f"decoder.{i}.self_attn.probs"][0].numpy() for i in range(loaded.config.n_layers)]
+    return layers, torch.log_softmax(out.logits[0], dim=-1)
+
+
 def full_attention(loaded, ids: list[int]) -> list[np.ndarray]:
-    """Per layer (heads, T, T), from one pass that records attention."""
-    out = loaded.model(torch.tensor([ids]), record=Record.of("attention"))
-    return [out.trace[f"decoder.{i}.self_attn.probs"][0].numpy() for i in range(loaded.config.n_layers)]
+    return full_pass(loaded, ids)[0]
 
 
 def expected_scores(loaded, text: str) -> dict[str, np.ndarray]:
@@ -210,21 +217,19 @@ def real_pair(smollm2):
 def test_smollm2_beside_gemma3(real_pair):
     text = "The capital of France is Paris. The capital of Italy is Rome."
     result = explorer.compare_models(*real_pair, text)
-    for census, loaded in zip((result.a, result.b), real_pair, strict=True):
-        ids = loaded.tokenizer(text)["input_ids"]
-        layers = full_attention(loaded, ids)
-        previous = [[a[h, range(2, len(ids)), range(1, len(ids) - 1)].mean() for h in range(len(a))] for a in layers]
+    tokenizers = [loaded.tokenizer for loaded in real_pair]
+    ids = [t(text)["input_ids"] for t in tokenizers]
+    logprobs = []
+    for census, loaded, seq in zip((result.a, result.b), real_pair, ids, strict=True):
+        layers, lp = full_pass(loaded, seq)
+        logprobs.append(lp)
+        n = len(seq)
+        previous = [[a[h, range(2, n), range(1, n - 1)].mean() for h in range(len(a))] for a in layers]
         np.testing.assert_allclose(census.scores["previous token"], previous, atol=1e-4)
         first = [[a[h, 2:, 0].mean() for h in range(len(a))] for a in layers]
         np.testing.assert_allclose(census.scores["first token"], first, atol=1e-4)
     assert result.b.config.n_kv_heads == 1 and result.b.kv_bytes_per_token == 18 * 1 * 256 * 2 * 4
     assert result.a.kv_bytes_per_token == 30 * 3 * 64 * 2 * 4
-    tokenizers = [loaded.tokenizer for loaded in real_pair]
-    ids = [t(text)["input_ids"] for t in tokenizers]
-    with torch.no_grad():
-        logprobs = [
-            torch.log_softmax(m.model(torch.tensor([i])).logits[0], -1) for m, i in zip(real_pair, ids, strict=True)
-        ]
     rows = expected_agreement(text, tokenizers, logprobs, ids)
     assert result.agreement.boundaries == [row[0] for row in rows]
     np.testing.assert_allclose(result.agreement.p_a, [row[1] for row in rows], rtol=1e-3, atol=1e-6)
