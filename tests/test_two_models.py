@@ -242,8 +242,10 @@ def test_the_tab_lists_each_kinds_strongest_heads_and_a_row_opens_its_head(compa
 
     rows = shown.head_rows(compared.b)
     assert len(rows) == 3 * shown.PER_KIND
-    for row_index, (kind, rank, layer, head, score) in enumerate(rows):
-        assert (layer, head, float(score)) == pytest.approx((*compared.b.strongest(kind, rank)[-1][:2], float(score)))
+    for row_index, (kind, rank, name, score) in enumerate(rows):
+        layer, head, value = compared.b.strongest(two_models.KINDS[row_index // shown.PER_KIND], rank)[-1]
+        assert shown.SHORT_KINDS[two_models.KINDS[row_index // shown.PER_KIND]] == kind
+        assert (name, score) == (f"L{layer}.H{head}", f"{value:.2f}")
         assert shown.head_at(compared.b, row_index) == (layer, head)
     assert shown.head_at(compared.b, len(rows)) is None
     figure = shown.agreement_figure(compared)

@@ -9,15 +9,16 @@ from explorer.analysis.two_models import KINDS, ModelCensus, TwoModels
 from explorer.tokens import visible
 from explorer.viz.agreement import agreement_chart
 
-TABLE_HEADERS = ["kind", "rank", "layer", "head", "score"]
+TABLE_HEADERS = ["kind", "#", "head", "score"]
 PER_KIND = 5  # the strongest heads listed per kind
 LONG_TEXT = 4096  # the cache compared at this length too (past Gemma 3's window of 512)
+SHORT_KINDS = {"previous token": "previous", "first token": "first (sink)", "induction": "induction"}
 
 
 def head_rows(census: ModelCensus) -> list[list]:
-    """The strongest heads of each kind, strongest first: [kind, rank, layer, head, score]."""
+    """The strongest heads of each kind, strongest first: [kind, rank, "L{layer}.H{head}", score]."""
     return [
-        [kind, rank + 1, layer, head, f"{score:.2f}"]
+        [SHORT_KINDS[kind], rank + 1, f"L{layer}.H{head}", f"{score:.2f}"]
         for kind in KINDS
         for rank, (layer, head, score) in enumerate(census.strongest(kind, PER_KIND))
     ]
@@ -25,8 +26,10 @@ def head_rows(census: ModelCensus) -> list[list]:
 
 def head_at(census: ModelCensus, row: int) -> tuple[int, int] | None:
     """The (layer, head) of a table row; None outside the table."""
-    rows = head_rows(census)
-    return (rows[row][2], rows[row][3]) if 0 <= row < len(rows) else None
+    kind, rank = divmod(row, PER_KIND)
+    if not 0 <= kind < len(KINDS):
+        return None
+    return census.strongest(KINDS[kind], PER_KIND)[rank][:2]
 
 
 def table_label(census: ModelCensus, page_model: str) -> str:

@@ -38,8 +38,14 @@ def read_both(page, name: str) -> str:
 def table_rows(page, side: str, n: int = 5) -> list[list[str]]:
     """The first ``n`` rows of a model's table of heads (the previous-token heads)."""
     table = f"#two-models-heads-{side}"
-    page.wait_for_selector(f"{table} [data-testid=cell-{n - 1}-4]")
-    return [[page.inner_text(f"{table} [data-testid=cell-{r}-{c}]").strip() for c in range(5)] for r in range(n)]
+    page.wait_for_selector(f"{table} [data-testid=cell-{n - 1}-3]")
+    return [[page.inner_text(f"{table} [data-testid=cell-{r}-{c}]").strip() for c in range(4)] for r in range(n)]
+
+
+def layer_head(row: list[str]) -> tuple[int, int]:
+    """ "L16.H0" -> (16, 0)."""
+    layer, head = row[2].removeprefix("L").split(".H")
+    return int(layer), int(head)
 
 
 def click_row(page, side: str, row: int) -> None:
@@ -77,9 +83,9 @@ def test_two_models_census_opens_heads_and_unloads(page):
     assert "smollm2-135m-instruct" in info and "KV cache per token" in info and "Along the text" in info, info
     assert "15 of 18 layers slide over 512" in info, info
     rows_a, rows_b = table_rows(page, "a"), table_rows(page, "b")
-    assert [r[:2] for r in rows_b] == [["previous token", str(rank)] for rank in range(1, 6)]
+    assert [r[:2] for r in rows_b] == [["previous", str(rank)] for rank in range(1, 6)]
     expected = strongest_previous_token_head(SECOND, text)
-    assert (int(rows_b[0][2]), int(rows_b[0][3])) == expected
+    assert layer_head(rows_b[0]) == expected
     page.wait_for_selector("#two-models-chart .js-plotly-plot")
     chart = plot(page, "two-models-chart")
     assert [t["name"] for t in chart["traces"]][:2] == ["smollm2-135m-instruct", SECOND]
@@ -89,7 +95,8 @@ def test_two_models_census_opens_heads_and_unloads(page):
     click_row(page, "a", 0)
     page.wait_for_selector("button[role=tab][aria-selected=true]:has-text('Self-attention')")
     idle(page)
-    assert head_choice(page) == (int(rows_a[0][2]), f"head {rows_a[0][3]}")
+    layer, head = layer_head(rows_a[0])
+    assert head_choice(page) == (layer, f"head {head}")
     assert tokens(page) == strip
 
     # A head of the second model: the page switches to it, with the same text.
@@ -99,7 +106,8 @@ def test_two_models_census_opens_heads_and_unloads(page):
     page.wait_for_selector("button[role=tab][aria-selected=true]:has-text('Self-attention')")
     idle(page)
     assert page.input_value("#prompt textarea") == text
-    assert head_choice(page) == (int(rows_b[0][2]), f"head {rows_b[0][3]}")
+    layer, head = layer_head(rows_b[0])
+    assert head_choice(page) == (layer, f"head {head}")
     assert "gemma" in status(page).lower() or tokens(page) != strip
     shot(page, "two-models-opened-on-gemma")
 
@@ -125,7 +133,7 @@ def test_a_translator_beside_on_a_phone(browser, app_url):
     open_two_models(page)
     info = read_both(page, "en-de-numbers")
     assert "is a translator" in info, info
-    assert table_rows(page, "b")[0][0] == "previous token"
+    assert table_rows(page, "b")[0][0] == "previous"
     width = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
     assert width <= 0, f"the page scrolls sideways by {width} px"
     shot(page, "two-models-phone")

@@ -56,7 +56,7 @@ def layout(page: Page) -> None:
                     **{f"two_models_heads_{side}": gr.Dataframe(
                         headers=shown.TABLE_HEADERS, interactive=False, elem_id=f"two-models-heads-{side}",
                         label="Strongest heads", max_height=420,
-                        column_widths=["34%", "14%", "16%", "14%", "22%"],  # the score in sight, on a phone too
+                        column_widths=["38%", "12%", "28%", "22%"],  # the score in sight, on a phone too
                     )}
                 )  # fmt: skip
     page.add(two_models_plot=gr.Plot(label="Along the text", elem_id="two-models-chart"))
