@@ -10,6 +10,7 @@
 from explorer import cache_policies
 from explorer.analysis.cache_modes import CacheComparison, compare_cache_modes
 from explorer.analysis.circuits import Carried, Composition, WhyAttends, composition, what_it_carries, why_attends
+from explorer.analysis.two_models import TwoModels, compare_models
 from explorer.experiments import Intervention, ablate_heads, ablate_sublayer, patch, tap_values
 from explorer.loading import LoadedModel, ModelEntry, ModelLoadError, list_models, load_model
 from explorer.model import ContextWindowError
@@ -17,7 +18,7 @@ from explorer.session import GenerationSession, InputError, SessionFinished, Ste
 
 __all__ = [
     "CacheComparison", "Carried", "Composition", "ContextWindowError", "GenerationSession", "InputError",
-    "Intervention", "LoadedModel", "ModelEntry", "ModelLoadError", "SessionFinished", "StepResult", "WhyAttends",
-    "ablate_heads", "ablate_sublayer", "cache_policies", "compare_cache_modes", "composition", "list_models",
-    "load_model", "patch", "tap_values", "what_it_carries", "why_attends",
+    "Intervention", "LoadedModel", "ModelEntry", "ModelLoadError", "SessionFinished", "StepResult", "TwoModels",
+    "WhyAttends", "ablate_heads", "ablate_sublayer", "cache_policies", "compare_cache_modes", "compare_models",
+    "composition", "list_models", "load_model", "patch", "tap_values", "what_it_carries", "why_attends",
 ]  # fmt: skip

@@ -123,13 +123,14 @@ def tiny_phi3(folder: Path, seed: int = 0, partial_rotary: float = 1.0) -> Path:
     )  # fmt: skip
 
 
-def tiny_gemma3(folder: Path, seed: int = 0, window: int = 6) -> Path:
+def tiny_gemma3(folder: Path, seed: int = 0, window: int = 6, vocab_size: int = 320) -> Path:
     """Gemma 3: sliding layers (a window of 6) between global ones, each kind with its own rotary
     base; norms around each sublayer (stored as weight - 1), q/k norms, GeGLU, scores
-    scaled by 1/sqrt(query_pre_attn_scalar) with that scalar not the head size."""
+    scaled by 1/sqrt(query_pre_attn_scalar) with that scalar not the head size. ``vocab_size``: another
+    one than the other tiny families' cuts the same text into other tokens."""
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
-    tokenizer = byte_bpe_tokenizer(folder)
+    tokenizer = byte_bpe_tokenizer(folder, vocab_size)
     torch.manual_seed(seed)
     config = Gemma3TextConfig(
         vocab_size=len(tokenizer), hidden_size=96, intermediate_size=160, num_hidden_layers=4,

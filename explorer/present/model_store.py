@@ -9,6 +9,7 @@ listed in ``DECODER_EXPLORER_MODEL_DIRS`` (separated by ``:``; a checkpoint fold
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 from pathlib import Path
@@ -102,3 +103,21 @@ def already_loaded(name: str) -> LoadedModel | None:
 
 def default_model_name() -> str:
     return os.environ.get(MODEL_ENV, DEFAULT_MODEL)
+
+
+def unload_model(name: str) -> bool:
+    """Forget a loaded model, so that its memory goes back once no session still reads it (a
+    session on it, in any browser tab, keeps it alive until it ends). Whether it was loaded; a
+    later ``get_model`` loads it again."""
+    with _lock:
+        loaded = _loaded.pop(name, None)
+    if loaded is None:
+        return False
+    del loaded
+    gc.collect()
+    return True
+
+
+def is_loaded(name: str) -> bool:
+    with _lock:
+        return name in _loaded

@@ -47,6 +47,7 @@ TABS = (
     Tab("attribution", "Why this token", "attribution"),
     Tab("circuits", "Why this cell", "circuits"),
     Tab("compare", "Compare runs", "compare_runs"),
+    Tab("two_models", "Two models", "two_models"),
     Tab("proof", "Causal proof", "causal_proof"),
     Tab("architecture", "Architecture and cost", "architecture"),
 )

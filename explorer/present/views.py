@@ -17,6 +17,7 @@ from explorer.analysis.domain import domain_note
 from explorer.analysis.patching import PatchingResult
 from explorer.analysis.proof import ParallelCheck, Sandbox
 from explorer.analysis.roles import HeadRoles
+from explorer.analysis.two_models import TwoModels
 from explorer.present import model_store
 from explorer.present.circuits import CellChoice
 from explorer.present.lesson_at import LessonAt
@@ -64,6 +65,7 @@ class ExplorerState:
     switched_off: SwitchedOff = field(default_factory=SwitchedOff)  # heads and sublayers to switch off
     circuits: CellChoice = field(default_factory=CellChoice)  # "Why this cell": the colouring and the key
     patching: PatchingResult | None = None  # the last patching sweep (of its own two texts, not the session's)
+    two_models: TwoModels | None = None  # the last census of two models (kept across a switch between them)
     lesson: LessonAt | None = None  # the lesson step on screen (the Lessons panel's slice)
     workshop: Leading | Following | None = None  # this tab's part in a workshop (its panel's slice), set by the server
     # Results computed on request, each with the tokens it covered: shown only while those are the
@@ -86,7 +88,7 @@ class ExplorerState:
 
     def release(self) -> None:
         """Drop the session's tensors (cache, queries and keys): its browser tab has closed."""
-        self.session, self.comparison = None, None
+        self.session, self.comparison, self.two_models = None, None, None
         self.results.clear()
 
     def keep(self, name: str, result: KeptResult) -> None:

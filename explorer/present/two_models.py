@@ -1,0 +1,83 @@
+"""What the "Two models" tab shows of a census (``explorer.analysis.two_models``), without Gradio:
+the side-by-side summary, each model's table of strongest heads, and the agreement chart."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from explorer.analysis.two_models import KINDS, ModelCensus, TwoModels
+from explorer.tokens import visible
+from explorer.viz.agreement import agreement_chart
+
+TABLE_HEADERS = ["kind", "#", "head", "score"]
+PER_KIND = 5  # the strongest heads listed per kind
+LONG_TEXT = 4096  # the cache compared at this length too (past Gemma 3's window of 512)
+SHORT_KINDS = {"previous token": "previous", "first token": "first (sink)", "induction": "induction"}
+
+
+def head_rows(census: ModelCensus) -> list[list]:
+    """The strongest heads of each kind, strongest first: [kind, rank, "L{layer}.H{head}", score]."""
+    return [
+        [SHORT_KINDS[kind], rank + 1, f"L{layer}.H{head}", f"{score:.2f}"]
+        for kind in KINDS
+        for rank, (layer, head, score) in enumerate(census.strongest(kind, PER_KIND))
+    ]
+
+
+def head_at(census: ModelCensus, row: int) -> tuple[int, int] | None:
+    """The (layer, head) of a table row; None outside the table."""
+    kind, rank = divmod(row, PER_KIND)
+    if not 0 <= kind < len(KINDS):
+        return None
+    return census.strongest(KINDS[kind], PER_KIND)[rank][:2]
+
+
+def table_label(census: ModelCensus, page_model: str) -> str:
+    where = "the page's model" if census.name == page_model else "opens on the page with the same text"
+    return f"{census.name}: strongest heads (click one: {where})"
+
+
+def kib(n: float) -> str:
+    return f"{n / 1024:,.1f} KiB"
+
+
+def summary(result: TwoModels) -> str:
+    """Both models side by side: shape, cache, speed; then where they agree along the text."""
+    a, b = result.a, result.b
+    rows = [
+        ("layers × heads", *(f"{m.config.n_layers} × {m.config.n_heads}" for m in (a, b))),
+        ("key/value heads", *(f"{m.config.n_kv_heads} (each for {m.config.queries_per_kv_head})" for m in (a, b))),
+        ("head size", *(str(m.config.head_dim) for m in (a, b))),
+        ("tokens of the text", *(str(len(m.tokens)) for m in (a, b))),
+        ("KV cache per token", *(kib(m.kv_bytes_per_token) for m in (a, b))),
+        (f"KV cache at {LONG_TEXT:,} tokens", *(f"{m.cache_bytes(LONG_TEXT) / 2**20:,.1f} MiB" for m in (a, b))),
+        ("ms per cached step", *(f"{m.step_ms:.0f}" for m in (a, b))),
+    ]
+    lines = [f"| | **{a.name}** | **{b.name}** |", "|---|---|---|"]
+    lines += [f"| {label} | {x} | {y} |" for label, x, y in rows]
+    notes = [f"{m.name}: {m.sliding_note()}." for m in (a, b) if m.config.sliding_window]
+    return "\n".join([*lines, "", *notes, "", agreement_text(result)])
+
+
+def agreement_text(result: TwoModels) -> str:
+    agreement = result.agreement
+    if agreement is None:
+        return result.agreement_note
+    if not agreement.boundaries:
+        return "The two tokenizations share no boundary inside this text: nothing to compare."
+    divergence = agreement.divergence
+    worst = np.argsort(-divergence, kind="stable")[:3]
+    places = ", ".join(f"“{visible(agreement.segments[i])}” ({divergence[i]:.2f})" for i in worst)
+    return (
+        f"**Along the text**: {len(agreement.boundaries)} places where both have read the same characters; "
+        f"their most probable next tokens agree at {agreement.agreement_rate:.0%} of them. "
+        f"They differ most on what comes next at {places} (symmetric KL, nats, of “the text goes on as written”)."
+    )
+
+
+def agreement_figure(result: TwoModels) -> dict | None:
+    agreement = result.agreement
+    if agreement is None or not agreement.boundaries:
+        return None
+    labels = [visible(s) for s in agreement.segments]
+    return agreement_chart(labels, agreement.p_a, agreement.p_b, agreement.agree, (result.a.name, result.b.name))

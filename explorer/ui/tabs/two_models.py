@@ -1,0 +1,153 @@
+"""Two models: the page's text read by the page's model and a second one, side by side (each
+model's strongest heads, its cache and speed, where their predictions agree along the text);
+a click on a head opens its self-attention, on the model it belongs to."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from explorer.analysis.two_models import compare_models
+from explorer.errors import InputError
+from explorer.present import model_store
+from explorer.present import two_models as shown
+from explorer.present.tabs import DEFAULT_TAB
+from explorer.present.views import ExplorerState, checked_view
+from explorer.ui import render as rendering  # not its names: the page reads a tab module's model_views
+from explorer.ui.lifecycle import CLOSED_LESSON, closed_lesson
+from explorer.ui.page import Page
+from explorer.ui.shown import Updates, shown_plot
+from explorer.ui.tab import new_session, require, tab_event
+from explorer.ui.tabs.parts import beside_explanation
+from explorer.ui.wiring import Wiring
+
+TWO_MODELS = """**The same text, two models.** Choose a second model and press *Read with both*: the text in
+the box is read by the page's model and by the second one. Per head, the share of attention on
+the **previous token**, on the **first token** (a "sink"), and the **induction** score (on a
+random sequence of the model's own vocabulary, repeated); each model's strongest heads are listed,
+and a click opens one: its self-attention, on the page's model, or, for the second model, the
+page switches to it with the same text (and the page's model becomes the second). The **KV cache**
+per token comes from the shapes (layers × key/value heads × head size × 2 × 4 bytes); a sliding
+layer keeps only its window. Along the text: the two models cut it into different tokens, so they
+are compared where both have read exactly the same characters, by the probability each gives
+the characters that really come next, and whether their most probable next tokens begin alike."""
+
+FIGURES = ("two_models_info", "two_models_heads_a", "two_models_heads_b", "two_models_plot")
+STEPPED = False  # the census reads the text, not the tokens a step adds
+NOTHING_YET = "Choose a second model and press **Read with both**."
+
+
+def layout(page: Page) -> None:
+    with beside_explanation(TWO_MODELS):
+        page.add(
+            two_models_second=gr.Dropdown(
+                choices=model_store.dropdown_choices(), value=None, label="Second model", elem_id="two-models-second"
+            )
+        )  # fmt: skip
+        with gr.Row():
+            page.add(
+                two_models_button=gr.Button("Read with both", variant="primary", elem_id="two-models-read"),
+                two_models_unload=gr.Button("Unload the second model", elem_id="two-models-unload"),
+            )
+    page.add(two_models_info=gr.Markdown(NOTHING_YET, elem_id="two-models-info"))
+    with gr.Row(equal_height=False):
+        for side in ("a", "b"):
+            with gr.Column(min_width=300):
+                page.add(
+                    **{f"two_models_heads_{side}": gr.Dataframe(
+                        headers=shown.TABLE_HEADERS, interactive=False, elem_id=f"two-models-heads-{side}",
+                        label="Strongest heads", max_height=420,
+                        column_widths=["38%", "12%", "28%", "22%"],  # the score in sight, on a phone too
+                    )}
+                )  # fmt: skip
+    page.add(two_models_plot=gr.Plot(label="Along the text", elem_id="two-models-chart"))
+
+
+def figures(st: ExplorerState) -> Updates:
+    result = st.two_models
+    if result is None:
+        return {"two_models_info": NOTHING_YET, "two_models_heads_a": None, "two_models_heads_b": None,
+                "two_models_plot": None}  # fmt: skip
+    tables = {
+        f"two_models_heads_{side}": gr.Dataframe(
+            value=shown.head_rows(census), label=shown.table_label(census, st.model_name)
+        )
+        for side, census in (("a", result.a), ("b", result.b))
+    }
+    return {"two_models_info": shown.summary(result), **tables,
+            "two_models_plot": shown_plot(st, shown.agreement_figure(result), "two-models")}  # fmt: skip
+
+
+def wire(wiring: Wiring) -> None:
+    page = wiring.page
+    ours = page.pick(*FIGURES)
+    page.two_models_button.click(wiring.on(on_read_both), [page.state, page.two_models_second], ours)
+    page.two_models_unload.click(wiring.on(on_unload), [page.state, page.two_models_second], [page.two_models_info])
+    switched = {*wiring.new_model, *page.pick(*CLOSED_LESSON, "model", "two_models_second", *FIGURES)}
+    for side in ("a", "b"):
+        table = getattr(page, f"two_models_heads_{side}")
+        table.select(wiring.on(head_opener(side)), [page.state, *wiring.settings], switched)
+
+
+@tab_event
+def on_read_both(st, second_name, progress=gr.Progress()) -> Updates:
+    st = require(st)
+    if not second_name:
+        raise InputError("Choose the second model first (the list above the button).")
+    progress(0, desc=f"Loading {second_name}")
+    second = model_store.get_model(second_name)
+    progress(0.3, desc="Reading the text with both models")
+    st.two_models = compare_models(st.session.loaded, second, st.session.text)
+    return figures(st)
+
+
+@tab_event
+def on_unload(st, second_name) -> Updates:
+    st = require(st)
+    if not second_name:
+        raise InputError("Choose the model to unload in the list first.")
+    if second_name == st.model_name:
+        raise InputError(f"{second_name} is the page's own model; it stays loaded while the page shows it.")
+    if not model_store.unload_model(second_name):
+        raise InputError(f"{second_name} is not loaded.")
+    gr.Info(f"{second_name} is unloaded: its memory goes back once no browser tab reads it.")
+    return {"two_models_info": f"{second_name} is unloaded; reading with it again loads it again (a few seconds)."}
+
+
+def head_opener(side: str):
+    """The table of model ``side``: a click opens the head on its own model."""
+
+    @tab_event
+    def on_open_head(st, text, chat, cache, temperature, top_k, top_p, seed, event: gr.SelectData) -> Updates:
+        settings = [text, chat, cache, temperature, top_k, top_p, seed]  # render.SETTINGS, in order
+        st = require(st)
+        result = st.two_models
+        census = None if result is None else (result.a if side == "a" else result.b)
+        row = event.index[0] if isinstance(event.index, list | tuple) else event.index
+        picked = None if census is None else shown.head_at(census, row)
+        if picked is None:
+            return gr.skip()
+        if census.name != st.model_name:
+            return switch_to(st, census.name, result.text, settings, picked)
+        st.layer, st.head = checked_view(st.session, picked[0], str(picked[1]))
+        st.tab = DEFAULT_TAB
+        return {"tabs": gr.Tabs(selected=st.tab), "layer": gr.Slider(value=st.layer),
+                "head": gr.Dropdown(value=st.head), **rendering.tab_views(st)}  # fmt: skip
+
+    on_open_head.__name__ = on_open_head.__qualname__ = f"on_open_head_{side}"
+    return on_open_head
+
+
+def switch_to(st: ExplorerState, name: str, text: str, settings: list, head: tuple[int, int]) -> Updates:
+    """The page on model ``name`` with the census's text, on ``head``'s self-attention; the page's
+    model becomes the second."""
+    previous = st.model_name
+    loaded = model_store.get_model(name)
+    new_session(st, text, *settings[1:], model_name=name)
+    st.layer, st.head = checked_view(st.session, head[0], str(head[1]))
+    st.tab = DEFAULT_TAB
+    gr.Info(f"The page now shows {name} with the same text; {previous} is the second model.")
+    return {
+        **rendering.model_views(loaded), **rendering.render(st, full=True), **closed_lesson(st),
+        "model": gr.Dropdown(value=name), "text": gr.Textbox(value=text, label=rendering.text_label(loaded)),
+        "two_models_second": gr.Dropdown(value=previous), "tabs": gr.Tabs(selected=st.tab),
+    }  # fmt: skip

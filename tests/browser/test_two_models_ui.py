@@ -1,0 +1,140 @@
+"""End to end in Chromium: the same text read by two models (issue 44, item 3). Choose the second
+model, read the census, open a head of each model from it (the second one's switches the page to
+it with the same text), unload the second model; on a phone, a translator as the second model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tests.browser.helpers import idle, plot, shot, status, tokens
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+SECOND = "gemma-3-270m"
+
+
+def open_two_models(page) -> None:
+    page.click("button[role=tab]:has-text('Two models')")
+    page.wait_for_selector("#two-models-info")
+
+
+def choose_second(page, name: str) -> None:
+    page.click("#two-models-second input")
+    page.click(f"[role=option][aria-label*='{name}']")
+
+
+def read_both(page, name: str) -> str:
+    choose_second(page, name)
+    page.click("#two-models-read")
+    page.wait_for_function(
+        "n => document.querySelector('#two-models-info').innerText.includes(n)", arg=name, timeout=180_000
+    )
+    idle(page)
+    return page.inner_text("#two-models-info")
+
+
+def table_rows(page, side: str, n: int = 5) -> list[list[str]]:
+    """The first ``n`` rows of a model's table of heads (the previous-token heads)."""
+    table = f"#two-models-heads-{side}"
+    page.wait_for_selector(f"{table} [data-testid=cell-{n - 1}-3]")
+    return [[page.inner_text(f"{table} [data-testid=cell-{r}-{c}]").strip() for c in range(4)] for r in range(n)]
+
+
+def layer_head(row: list[str]) -> tuple[int, int]:
+    """ "L16.H0" -> (16, 0)."""
+    layer, head = row[2].removeprefix("L").split(".H")
+    return int(layer), int(head)
+
+
+def click_row(page, side: str, row: int) -> None:
+    page.locator(f"#two-models-heads-{side} [data-testid=cell-{row}-2]").click()
+
+
+def head_choice(page) -> tuple[int, str]:
+    layer = int(page.input_value("#layer input[type=number]"))
+    return layer, page.input_value("#head input")
+
+
+def strongest_previous_token_head(name: str, text: str) -> tuple[int, int]:
+    """Recomputed here from one full pass of the model with its attention recorded."""
+    import explorer
+    from explorer.model import Record
+
+    loaded = explorer.load_model(name, progress=False)
+    ids = loaded.tokenizer(text)["input_ids"]
+    out = loaded.model(torch.tensor([ids]), record=Record.of("attention"))
+    n = len(ids)
+    scores = np.array(
+        [
+            out.trace[f"decoder.{i}.self_attn.probs"][0][:, range(2, n), range(1, n - 1)].mean(-1).numpy()
+            for i in range(loaded.config.n_layers)
+        ]
+    )  # (layers, heads)
+    return tuple(int(v) for v in np.unravel_index(scores.argmax(), scores.shape))
+
+
+def test_two_models_census_opens_heads_and_unloads(page):
+    text = page.input_value("#prompt textarea")
+    strip = tokens(page)
+    open_two_models(page)
+    info = read_both(page, SECOND)
+    assert "smollm2-135m-instruct" in info and "KV cache per token" in info and "Along the text" in info, info
+    assert "15 of 18 layers slide over 512" in info, info
+    rows_a, rows_b = table_rows(page, "a"), table_rows(page, "b")
+    assert [r[:2] for r in rows_b] == [["previous", str(rank)] for rank in range(1, 6)]
+    expected = strongest_previous_token_head(SECOND, text)
+    assert layer_head(rows_b[0]) == expected
+    page.wait_for_selector("#two-models-chart .js-plotly-plot")
+    chart = plot(page, "two-models-chart")
+    assert [t["name"] for t in chart["traces"]][:2] == ["smollm2-135m-instruct", SECOND]
+    shot(page, "two-models")
+
+    # A head of the page's own model: its self-attention, on this page.
+    click_row(page, "a", 0)
+    page.wait_for_selector("button[role=tab][aria-selected=true]:has-text('Self-attention')")
+    idle(page)
+    layer, head = layer_head(rows_a[0])
+    assert head_choice(page) == (layer, f"head {head}")
+    assert tokens(page) == strip
+
+    # A head of the second model: the page switches to it, with the same text.
+    open_two_models(page)
+    click_row(page, "b", 0)
+    page.wait_for_function("n => document.querySelector('#model input').value.includes(n)", arg=SECOND)
+    page.wait_for_selector("button[role=tab][aria-selected=true]:has-text('Self-attention')")
+    idle(page)
+    assert page.input_value("#prompt textarea") == text
+    layer, head = layer_head(rows_b[0])
+    assert head_choice(page) == (layer, f"head {head}")
+    assert "gemma" in status(page).lower() or tokens(page) != strip
+    shot(page, "two-models-opened-on-gemma")
+
+    # Back on SmolLM2 (its head opens it again), then the second model unloaded.
+    open_two_models(page)
+    click_row(page, "a", 0)
+    page.wait_for_function("() => document.querySelector('#model input').value.includes('smollm2')")
+    idle(page)
+    open_two_models(page)
+    assert page.input_value("#two-models-second input").startswith(SECOND)
+    page.click("#two-models-unload")
+    page.wait_for_function("() => document.querySelector('#two-models-info').innerText.includes('is unloaded')")
+
+
+def test_a_translator_beside_on_a_phone(browser, app_url):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    page.set_default_timeout(120_000)
+    from tests.browser.conftest import wait_ready
+
+    page.goto(app_url)
+    wait_ready(page)
+    open_two_models(page)
+    info = read_both(page, "en-de-numbers")
+    assert "is a translator" in info, info
+    assert table_rows(page, "b")[0][0] == "previous"
+    width = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+    assert width <= 0, f"the page scrolls sideways by {width} px"
+    shot(page, "two-models-phone")
+    context.close()
