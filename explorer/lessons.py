@@ -658,7 +658,7 @@ LESSONS = [
         LessonStep(
             "What sharing saves",
             "Each token's keys and values stay in the KV cache for every later step. This step generated two "
-            "tokens; the *KV cache* tab shows the cache's size.",
+            "tokens; the *KV cache* tab shows the cache's size, and the *Two models* tab puts SmolLM2's beside it.",
             "How many bytes does Gemma's cache keep for each token?",
             Setup(model=GEMMA, steps=2, tab="cache"), measured_bytes_per_token),
         LessonStep(
