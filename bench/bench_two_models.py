@@ -37,13 +37,23 @@ def resident_mb() -> float:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def stepped_session(name: str, steps: int = 32):
+    """A session of ``steps`` greedy tokens on a loaded model (no reference to it left here)."""
+    import explorer
+    from explorer.present import model_store
+
+    session = explorer.GenerationSession(model_store.get_model(name), "The history of the transformer begins in")
+    for _ in range(steps):
+        session.step()
+    return session
+
+
 def child(plan: list[str]) -> dict:
     """Run in a fresh process: load (or unload, "-name") each model of ``plan`` in turn."""
     sys.path.insert(0, str(ROOT))
     import torch
 
     torch.set_num_threads(2)
-    import explorer
     from explorer.native_memory import return_free_memory
     from explorer.present import model_store
 
@@ -54,12 +64,9 @@ def child(plan: list[str]) -> dict:
             model_store.unload_model(entry[1:])
             continue
         start = time.perf_counter()
-        loaded = model_store.get_model(entry, progress=False)
+        model_store.get_model(entry, progress=False)
         loads[entry] = time.perf_counter() - start
-        session = explorer.GenerationSession(loaded, "The history of the transformer begins in 2017, when")
-        for _ in range(32):
-            session.step()
-        sessions[entry] = session
+        sessions[entry] = stepped_session(entry)
     return_free_memory()
     return {"resident_mb": resident_mb(), "loads_s": loads}
 
