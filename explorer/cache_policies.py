@@ -21,7 +21,7 @@ import torch
 
 from explorer.errors import InputError
 from explorer.loading import LoadedModel
-from explorer.model import CacheBatch
+from explorer.model import CacheBatch, ModelConfig
 from explorer.model.cache_policy import (
     CachePolicy,
     HeavyHitters,
@@ -111,9 +111,9 @@ def teacher_forced(loaded: LoadedModel, ids: Sequence[int], policy: CachePolicy)
     n = tokens.shape[1]
     if not (policy.evicts or policy.bits):
         logits = model(tokens).logits[0]  # (T, vocab)
-        held = 2 * c.n_layers * c.n_kv_heads * c.head_dim * n * next(model.parameters()).element_size()
+        held = full_cache_bytes(c, n, next(model.parameters()).element_size())
     else:
-        cache = PolicyCache(c.n_layers, policy, rotary=model.decoder.rotary)
+        cache = PolicyCache(c.n_layers, policy, rotary=model.decoder.rotary, windows=c.windows())
         first = min(policy.budget, n) if policy.evicts else 1
         bounds = [(0, first)] + [(i, i + 1) for i in range(first, n)]
         logits = torch.cat([model(tokens[:, a:b], cache=cache).logits[0] for a, b in bounds])  # (T, vocab)
@@ -138,7 +138,8 @@ def teacher_forced_together(
         results[i] = teacher_forced(loaded, ids, policies[i])
     if stepped:
         rotary = loaded.model.decoder.rotary
-        caches = [PolicyCache(loaded.config.n_layers, policies[i], rotary=rotary) for i in stepped]
+        windows = loaded.config.windows()
+        caches = [PolicyCache(loaded.config.n_layers, policies[i], rotary=rotary, windows=windows) for i in stepped]
         batch, model = CacheBatch(caches), loaded.model
         tokens = torch.tensor(list(ids), device=next(model.parameters()).device)  # (T,)
         log_probs = torch.empty(len(stepped), len(ids) - 1)
@@ -151,6 +152,13 @@ def teacher_forced_together(
         for row, i in enumerate(stepped):
             results[i] = (log_probs[row], caches[row].nbytes)
     return results
+
+
+def full_cache_bytes(config: ModelConfig, length: int, element_size: int) -> int:
+    """What the full cache holds after ``length`` tokens: 2 x kv_heads x head_dim per position, a
+    sliding layer counting the min(window, length) positions its queries still read."""
+    positions = sum(min(length, config.window_of(i) or length) for i in range(config.n_layers))
+    return 2 * config.n_kv_heads * config.head_dim * positions * element_size
 
 
 def refuse_prefill_press(policy: CachePolicy) -> None:

@@ -135,6 +135,172 @@ def test_a_policy_keeps_what_the_paper_keeps_and_gives_transformers_logits(check
     assert len(session.token_ids) > policy.budget + 20
 
 
+# ---------------------------------------------------------------- sliding-window layers (Gemma 3, Mistral)
+
+
+@pytest.fixture(scope="module")
+def sliding(checkpoints, tmp_path_factory):
+    """Models with sliding layers: Gemma 3 with a window of 6 (under the budgets below: the policy
+    evicts on its global layers only) and of 16 (over them: on both kinds), Mistral (every layer
+    sliding) with a window of 16."""
+    from tests import builders
+
+    root = tmp_path_factory.mktemp("sliding")
+    return {
+        "gemma3_w6": checkpoints["gemma3_text"],
+        "gemma3_w16": builders.tiny_gemma3(root / "gemma3-w16", window=16),
+        "mistral_w16": builders.tiny_mistral(root / "mistral-w16", window=16),
+    }
+
+
+class SlidingReference:
+    """transformers' model stepped a token at a time. Its cache is never cut: each layer's
+    attention is handed a mask (through a pre-hook on the layer) that hides every entry the
+    reference does not hold, which eager attention turns into exactly zero weight, as a cut would.
+    Per layer and key/value head the reference holds a set of positions: a sliding layer first lets
+    go what its window has passed (position <= new - window), then, if the head still holds the
+    budget, the paper's rule drops one (``reference_victim``); a global layer only the second."""
+
+    def __init__(self, model, policy, windows: list[int | None], kv_heads: int) -> None:
+        from transformers import DynamicCache
+
+        self.model, self.policy, self.windows, self.cache = model, policy, windows, DynamicCache()
+        self.held = [[[] for _ in range(kv_heads)] for _ in windows]  # per layer, per kv head: positions
+        self.scores = [[{} for _ in range(kv_heads)] for _ in windows]  # position -> attention received
+        self.history: dict[int, list[torch.Tensor]] = {}  # position -> its rows, per layer
+        self.masks: list[torch.Tensor | None] = [None] * len(windows)
+        for layer, block in enumerate(model.model.layers):
+            block.self_attn.register_forward_pre_hook(self._masking(layer), with_kwargs=True)
+
+    def _masking(self, layer: int):
+        def hook(module, args, kwargs):  # before the first step (a prompt's pass): transformers' own mask
+            return (
+                (args, kwargs) if self.masks[layer] is None else (args, {**kwargs, "attention_mask": self.masks[layer]})
+            )
+
+        return hook
+
+    def evicts(self) -> bool:
+        return self.policy.budget is not None and not self.policy.prefill_press
+
+    def _let_go(self, position: int) -> None:
+        for layer, window in enumerate(self.windows):
+            for h, held in enumerate(self.held[layer]):
+                if window is not None:
+                    held[:] = [p for p in held if p > position - window]
+                if self.evicts() and len(held) == self.policy.budget:
+                    keys = self.cache.layers[layer].keys[0, h]  # (positions so far, hd): position = column
+                    scores = [self.scores[layer][h][p] for p in held]
+                    norms = [float(keys[p].norm()) for p in held]
+                    del held[reference_victim(self.policy, held, scores, norms, position)]
+
+    @torch.no_grad()
+    def step(self, token: int, position: int) -> torch.Tensor:
+        """Process ``token`` at ``position``; returns the next-token logits (vocab,)."""
+        self._let_go(position)
+        heads = self.model.config.num_attention_heads
+        for layer, held in enumerate(self.held):
+            group = heads // len(held)
+            mask = torch.full((1, heads, 1, position + 1), float("-inf"))
+            for h, positions in enumerate(held):
+                positions.append(position)
+                mask[0, h * group : (h + 1) * group, 0, positions] = 0.0
+            self.masks[layer] = mask
+        out = self.model(
+            input_ids=torch.tensor([[token]]), cache=self.cache, position_ids=torch.tensor([[position]]),
+            output_attentions=True, use_cache=True,
+        )  # fmt: skip
+        rows = []
+        for layer, probs in enumerate(out.attentions):  # (1, heads, 1, position + 1)
+            rows.append(probs[0, :, 0].clone())
+            group = probs.shape[1] // len(self.held[layer])
+            for h, held in enumerate(self.held[layer]):
+                received = probs[0, h * group : (h + 1) * group, 0].sum(0)  # summed over the GQA group
+                for p in held:
+                    self.scores[layer][h][p] = self.scores[layer][h].get(p, 0.0) + float(received[p])
+        self.history[position] = rows
+        return out.logits[0, -1]
+
+
+def not_the_end(session) -> int:
+    """The session's most likely next token that does not end the text, put at its end."""
+    ranked = session.next_logits().argsort(descending=True).tolist()
+    token = next(t for t in ranked[:2] if t != session.loaded.tokenizer.eos_token_id)
+    session.force(token)
+    return token
+
+
+def sliding_model(folder):
+    loaded = explorer.load_model(str(folder), progress=False)
+    windows = [loaded.config.window_of(i) for i in range(loaded.config.n_layers)]
+    assert any(w is not None for w in windows)
+    return loaded, windows
+
+
+@pytest.mark.parametrize("model", ["gemma3_w6", "gemma3_w16", "mistral_w16"])
+@pytest.mark.parametrize("name", list(POLICIES))
+def test_a_policy_on_sliding_layers_keeps_within_the_window_and_gives_transformers_logits(sliding, model, name):
+    policy = POLICIES[name]
+    loaded, windows = sliding_model(sliding[model])
+    c = loaded.config
+    session = explorer.GenerationSession(loaded, PROMPT, cache_policy=policy)
+    reference = SlidingReference(hf_model(sliding[model]), policy, windows, c.n_kv_heads)
+    for position, token in enumerate(session.token_ids):
+        logits = reference.step(token, position)
+    for _ in range(N_STEPS):
+        assert (session.next_logits() - logits).abs().max() <= 1e-4
+        token = not_the_end(session)
+        logits = reference.step(token, len(session.token_ids) - 1)
+        for layer in range(c.n_layers):
+            held = session.cache.held_positions(layer)  # (kv_heads, slots); -1 where the window passed
+            assert [sorted(p for p in row if p >= 0) for row in held.tolist()] == [
+                sorted(p) for p in reference.held[layer]
+            ]
+    n = len(session.token_ids)
+    for layer in range(c.n_layers):  # the heatmaps: each query's row over the keys its cache held
+        shown = session.self_attention(layer)  # (heads, T, T)
+        expected = np.stack(
+            [np.pad(reference.history[i][layer].numpy(), ((0, 0), (0, n - i - 1))) for i in range(n)], 1
+        )
+        assert np.abs(shown - expected).max() <= 1e-5
+    held_entries = sum(len(p) for layer in reference.held for p in layer)
+    assert session.cache_bytes == 2 * held_entries * c.head_dim * 4  # a sliding layer: what its window reads
+    # The policy did evict on the global layers, and, where its window is wider than the budget, on sliding ones.
+    evicts = [session.evicted(layer).any() for layer in range(c.n_layers)]
+    assert all(evicts[i] for i, w in enumerate(windows) if w is None or w > policy.budget)
+    assert not any(evicts[i] for i, w in enumerate(windows) if w is not None and w <= policy.budget)
+
+
+@pytest.mark.parametrize("model", ["gemma3_w6", "mistral_w16"])
+def test_snapkv_on_sliding_layers_presses_within_the_window_as_kvpress_scores(sliding, model):
+
+    policy = cp.snapkv(12, observe=4)
+    loaded, windows = sliding_model(sliding[model])
+    c = loaded.config
+    session = explorer.GenerationSession(loaded, PROMPT, cache_policy=policy)
+    hf = hf_model(sliding[model])
+    reference = SlidingReference(hf, policy, windows, c.n_kv_heads)
+    prompt = torch.tensor([session.token_ids])
+    n = prompt.shape[1]
+    with torch.no_grad():  # the prompt in one pass, under transformers' own masks
+        out = hf(input_ids=prompt, cache=reference.cache, output_attentions=True, use_cache=True)
+    for layer, (window, attentions) in enumerate(zip(windows, out.attentions, strict=True)):
+        scores = kvpress_snapkv_scores(attentions, policy.observe, policy.kernel, c.n_kv_heads)[0]
+        read = torch.arange(n) > n - 1 - (window or n)  # what the prompt's last query read
+        kept = scores.masked_fill(~read, float("-inf")).topk(min(policy.size, int(read.sum())), dim=-1).indices
+        reference.held[layer] = [sorted(row) for row in kept.tolist()]
+        held = session.cache.held_positions(layer)
+        assert [sorted(p for p in row if p >= 0) for row in held.tolist()] == reference.held[layer]
+    logits = out.logits[0, -1]
+    for _ in range(N_STEPS):
+        assert (session.next_logits() - logits).abs().max() <= 1e-4
+        token = not_the_end(session)
+        logits = reference.step(token, len(session.token_ids) - 1)
+    for layer in range(c.n_layers):
+        held = session.cache.held_positions(layer)
+        assert [sorted(p for p in row if p >= 0) for row in held.tolist()] == [sorted(p) for p in reference.held[layer]]
+
+
 def kvpress_snapkv_scores(attentions: torch.Tensor, observe: int, kernel: int, kv_heads: int) -> torch.Tensor:
     """SnapKV's scores as kvpress's SnapKVPress.score writes them, from transformers' prompt
     attention (1, heads, T, T): (1, kv_heads, T)."""
@@ -406,8 +572,7 @@ def test_a_policy_with_interventions_or_without_the_cache_is_refused(checkpoints
 
 FAMILIES = ["gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "opt", "gpt_neox", "gemma3_text",
             "marian", "bart", "mbart", "t5", "flan_t5"]  # fmt: skip
-REFUSED = {"t5": "relative position bias", "flan_t5": "relative position bias", "gemma3_text": "sliding-window",
-           "mistral": "sliding-window"}  # fmt: skip
+REFUSED = {"t5": "relative position bias", "flan_t5": "relative position bias"}
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from explorer.cache_policies import full_cache_bytes
 from explorer.errors import InputError
 from explorer.model.cache_policy import CachePolicy
 from explorer.session import GenerationSession
@@ -75,9 +76,16 @@ def run_policy(session: GenerationSession, policy: CachePolicy) -> PolicyRun:
         run.kl.append(kl_divergence(a, b))
         run.same_top.append(int(a.argmax()) == int(b.argmax()))
         run.bytes_held.append(other.cache.self_attn_bytes)
-        run.bytes_full.append(full.cache.self_attn_bytes)
+        run.bytes_full.append(full_bytes(full))
     run.grid = held_grid(other)
     return run
+
+
+def full_bytes(session: GenerationSession) -> int:
+    """What the full cache holds, a sliding layer counting only the positions its window still
+    reads (min(window, length)): what a sliding cache keeps, and what a policy's bytes are measured
+    against."""
+    return full_cache_bytes(session.config, session.cache.length, session.cache.store.dtype.itemsize)
 
 
 def held_grid(session: GenerationSession) -> np.ndarray:
@@ -90,12 +98,13 @@ def held_grid(session: GenerationSession) -> np.ndarray:
     if not session.cache_plan.under_policy:
         return grid + HELD
     for layer in range(c.n_layers):
-        if policy.bits is not None:
-            grid[layer, : session.cache.quantized_positions(layer)] = QUANTIZED
-            grid[layer, session.cache.quantized_positions(layer) :] = HELD
+        held = session.cache.held_positions(layer)  # (kv_heads, held); -1: a slot a sliding window passed
+        if policy.bits is not None and not policy.evicts:  # every position from the first held, in order
+            first = int(held[0, 0]) if held.numel() else 0
+            grid[layer, first:] = HELD
+            grid[layer, first : first + session.cache.quantized_positions(layer)] = QUANTIZED
             continue
-        held = session.cache.held_positions(layer)  # (kv_heads, held)
-        counts = np.bincount(held.flatten().numpy(), minlength=n)[:n]
+        counts = np.bincount(held[held >= 0].numpy(), minlength=n)[:n]
         grid[layer] = counts / held.shape[0]
     if getattr(policy, "sinks", None) and policy.name == "sinks":
         grid[:, : policy.sinks] = SINK

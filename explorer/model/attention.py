@@ -155,6 +155,9 @@ class MultiHeadAttention(nn.Module):
             q, keys, values = self.q(q), kv.keys, kv.values
             self.k(kv.new_keys), self.v(kv.new_values)
         mask = self._mask(n_queries, kv.length, x_q.device) if causal else None  # (Tq, Tk)
+        window = self.window
+        if kv.visible is not None:  # a sliding layer over a policy's slots: its window by position, per head
+            mask, window = repeat_kv(kv.visible, self.n_heads), None  # (1, heads, 1, Tk)
         run = current_run()
         wants_probs = kv.on_attention is not None  # a cache policy that scores keys by attention (H2O)
         if wants_probs or (run is not None and (run.touches(self.scores) or run.touches(self.probs))):
@@ -162,7 +165,7 @@ class MultiHeadAttention(nn.Module):
             if wants_probs:
                 kv.on_attention(probs)
         else:  # the same numbers, no (Tq x Tk) matrix in memory
-            z = attention_kernels.fused(q, keys, values, mask, self.scale, bias, self.window)
+            z = attention_kernels.fused(q, keys, values, mask, self.scale, bias, window)
         z = self.z(z)  # (B, heads, Tq, hd)
         return self.out(self.o_proj(z.transpose(1, 2).reshape(batch, n_queries, self.n_heads * self.head_dim)))
 

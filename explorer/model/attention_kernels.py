@@ -52,11 +52,15 @@ def rows(
 
 
 def _row(q: torch.Tensor, row: LayerKV, reach: slice, scale: float | None, formula: Formula) -> torch.Tensor:
-    """(1, heads, 1, hd) one row's query over its cache."""
+    """(1, heads, 1, hd) one row's query over its cache (a sliding layer's slots under a policy:
+    the keys its ``visible`` mask allows, not the last ones)."""
+    mask = None
+    if row.visible is not None:  # (1, kv_heads, 1, Tk) -> (1, heads, 1, Tk)
+        mask, reach = row.visible.repeat_interleave(q.shape[1] // row.visible.shape[1], dim=1), slice(None)
     if row.on_attention is None:
-        return fused(q, row.keys[:, :, reach], row.values[:, :, reach], None, scale)
+        return fused(q, row.keys[:, :, reach], row.values[:, :, reach], mask, scale)
     if formula is None:
         raise ValueError("a cache that scores keys by attention needs the formula")
-    z, probs = formula(q, row.keys, row.values, None, scale)
+    z, probs = formula(q, row.keys, row.values, mask, scale)
     row.on_attention(probs)
     return z

@@ -43,6 +43,10 @@ class LayerKV:
     # adds, (batch, kv_heads, new, head_dim), which the k and v taps see instead of the whole cache.
     new_keys: torch.Tensor | None = None
     new_values: torch.Tensor | None = None
+    # A sliding layer's cache whose entries are not in position order (a policy's slots): which
+    # of them the one new query may read, (1, kv_heads, 1, positions), True within the layer's
+    # window. None: the attention's own causal (and window) mask by position order.
+    visible: torch.Tensor | None = None
 
     @property
     def length(self) -> int:

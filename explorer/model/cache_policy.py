@@ -25,6 +25,17 @@ with the generated tokens.
 per channel and old values per token as ``bits``-bit integers with a scale and a minimum per
 group of ``group`` numbers; the newest tokens stay in full precision.
 
+On a model with sliding-window layers (Gemma 3's local layers, Mistral), a policy applies to every
+layer, and a sliding layer keeps its window: a key its window has passed is never read, whatever
+the policy keeps, and leaves first (its slot is the next one's before the policy chooses a
+victim). The budget so applies within what the window allows: a layer whose window is no larger
+than the budget holds exactly what it holds under the full cache, and the policy evicts only on
+the others (the global layers; sliding layers of a wider window, where the window still takes
+the sinks and heavy hitters it passes). SnapKV presses a sliding layer's prompt keys among those
+within its window; a quantized sliding layer lets a group go once the window has passed it.
+Positions within the cache (StreamingLLM's renumbering) are refused there: the window counts
+the text's positions.
+
 The policies here are definitions only: given what a layer holds, which slot a new entry
 takes. They never import transformers; the tests check them against it.
 """
@@ -118,11 +129,6 @@ def _refuse_models_it_cannot_cut(config: ModelConfig, policy: str) -> None:
             "once, and a cache that drops keys would need it per kept key. Use a model with rotary, learned "
             "or sinusoidal positions."
         )
-    if any(config.window_of(i) is not None for i in range(config.n_layers)):
-        raise PolicyError(
-            f"{policy} cannot run on this model: its sliding-window layers evict keys already (their cached "
-            "step reads the newest keys of a position-ordered cache). Use a model without sliding layers."
-        )
 
 
 def _refuse_in_cache_positions_without_rotary(config: ModelConfig) -> None:
@@ -130,6 +136,11 @@ def _refuse_in_cache_positions_without_rotary(config: ModelConfig) -> None:
         raise PolicyError(
             "Positions within the cache are StreamingLLM's way for rotary models, whose keys can be turned to a "
             f"new position; this model's positions are {config.positions}. Keep the original positions."
+        )
+    if any(config.window_of(i) is not None for i in range(config.n_layers)):
+        raise PolicyError(
+            "Positions within the cache renumber the keys, and this model's sliding-window layers read the last "
+            "positions of the text: keep the original positions (sinks + window)."
         )
 
 

@@ -94,6 +94,10 @@ class ModelConfig:
             return self.layer_types[layer]
         return "sliding" if self.sliding_window else "full"
 
+    def windows(self) -> list[int | None]:
+        """Each decoder layer's sliding window (None: a global layer)."""
+        return [self.window_of(i) for i in range(self.n_layers)]
+
     def window_of(self, layer: int) -> int | None:
         """How many positions (itself included) a query of decoder layer ``layer`` may read; None: all."""
         return self.sliding_window if self.layer_type(layer) == "sliding" else None

@@ -10,6 +10,15 @@
   full precision, the older ones, a group of ``group`` tokens at a time, as integers: keys per
   channel (one scale and minimum per channel for the group's tokens), values per token (one per
   ``group`` numbers of each token). Attention reads them dequantized.
+- A sliding layer (Gemma 3's local layers, Mistral's window) reads only the last ``window``
+  positions, whatever the policy holds: an entry the window has passed is never read again, so it
+  no longer counts as held, and its slot is the first a new entry takes (before the policy chooses
+  a victim). The policy's budget thus applies within the window: where the window is no larger
+  than the budget the policy never evicts there and the layer is as the model has it; where it is
+  larger, the policy evicts within it and the window still takes what it passes (a sink, a heavy
+  hitter). The new query reads its slots under a mask by position (``LayerKV.visible``). A global
+  layer follows the policy alone. Only the policy's own evictions are logged (``EvictionLog``):
+  what the window hides the heatmaps hide already.
 """
 
 from __future__ import annotations
@@ -53,9 +62,11 @@ class EvictionLog:
         self.layers: list[torch.Tensor | None] = [None] * n_layers  # (kv_heads, room) int32 each
 
     def record(self, layer: int, positions: torch.Tensor, at: int) -> None:
-        """``positions`` (kv_heads,): the entry each head lets go for the query at ``at``."""
+        """``positions`` (kv_heads,): the entry each head lets go for the query at ``at`` (-1: none)."""
         log = self._room(layer, positions.shape[0], at)
-        log[torch.arange(positions.shape[0]), positions.cpu()] = at
+        positions = positions.cpu()
+        heads = (positions >= 0).nonzero()[:, 0]
+        log[heads, positions[heads]] = at
 
     def record_all(self, layer: int, evicted: torch.Tensor, at: int) -> None:
         """``evicted`` (kv_heads, positions) True for every entry let go for the query at ``at``."""
@@ -91,10 +102,11 @@ class _EvictingKV:
 
     def __init__(
         self, policy: CachePolicy, like: torch.Tensor, log: EvictionLog, layer: int,
-        rotary: RotaryPositions | None = None,
+        rotary: RotaryPositions | None = None, window: int | None = None,
     ) -> None:  # fmt: skip
         _, kv_heads, _, head_dim = like.shape
-        self.log, self.layer = log, layer
+        self.log, self.layer, self.window = log, layer, window  # window: a sliding layer's reach
+        self.head_dim, self.like = head_dim, like.new_empty(0)
         # StreamingLLM's way: the keys are held unrotated and turned to their rank at every read.
         self.rotary = rotary if policy.in_cache_positions else None
         self.policy, self.budget = policy, policy.budget
@@ -114,6 +126,8 @@ class _EvictingKV:
             self._write(keys[:, :, i : i + 1], values[:, :, i : i + 1])
         read_keys, read_values = self.read()
         held = LayerKV(read_keys, read_values, new_keys=keys, new_values=values)
+        if n == 1 and self.window is not None:  # (1, kv_heads, 1, used): the slots within the window
+            held.visible = self.live()[None, :, None, :]
         if self.policy.needs_attention:
             held.on_attention = self._add_scores
         return held
@@ -125,8 +139,11 @@ class _EvictingKV:
             self.used += 1
         else:
             held = HeldEntries(self.positions, self.held_keys()[0], self.scores)
-            slots = self.policy.victims(held, self.seen)  # (kv_heads,)
-            self.log.record(self.layer, self.positions.gather(1, slots[:, None])[:, 0], self.seen)
+            victims = self.policy.victims(held, self.seen)  # (kv_heads,)
+            passed = self._passed_by_window()  # (kv_heads, slots)
+            slots = torch.where(passed.any(dim=1), self._oldest(passed), victims)
+            evicted = self.positions.gather(1, victims[:, None])[:, 0].masked_fill(passed.any(dim=1), -1)
+            self.log.record(self.layer, evicted, self.seen)  # the policy's evictions, not the window's
         self._store(slots, key, value)
         self.positions.scatter_(1, slots[:, None], self.seen)
         self.scores.scatter_(1, slots[:, None], 0.0)
@@ -135,6 +152,25 @@ class _EvictingKV:
     def held_keys(self) -> torch.Tensor:
         """(1, kv_heads, budget, hd) the keys in their slots, as stored (what key norm ranks)."""
         return self.keys
+
+    def _passed_by_window(self) -> torch.Tensor:
+        """(kv_heads, slots) True for an entry the new query (at ``seen``) no longer reads: its
+        layer's window has passed it (never on a global layer)."""
+        if self.window is None:
+            return torch.zeros_like(self.positions, dtype=torch.bool)
+        return (self.positions >= 0) & (self.positions <= self.seen - self.window)
+
+    def _oldest(self, among: torch.Tensor) -> torch.Tensor:
+        """(kv_heads,) each head's slot of the oldest entry marked in ``among`` (kv_heads, slots)."""
+        return self.positions.masked_fill(~among, torch.iinfo(torch.int64).max).argmin(dim=1)
+
+    def live(self) -> torch.Tensor:
+        """(kv_heads, used) True for the entries the last query read: on a sliding layer those
+        within its window (the others wait for a new entry to take their slot)."""
+        positions = self.positions[:, : self.used]
+        if self.window is None:
+            return torch.ones_like(positions, dtype=torch.bool)
+        return positions > self.seen - 1 - self.window
 
     def _store(self, slots: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
         """Put the new entry (1, kv_heads, 1, hd) in each head's slot."""
@@ -172,12 +208,14 @@ class _EvictingKV:
         self.scores[:, :n_keys] += grouped.sum(dim=(1, 2))
 
     def held_positions(self) -> torch.Tensor:
-        """(kv_heads, used) the positions held, in slot order."""
-        return self.positions[:, : self.used]
+        """(kv_heads, used) the positions held, in slot order (-1: a slot whose entry a sliding
+        layer's window has passed)."""
+        return self.positions[:, : self.used].masked_fill(~self.live(), -1)
 
     @property
     def nbytes(self) -> int:
-        return 2 * self.keys[:, :, : self.used].numel() * self.keys.element_size()
+        """The entries held (on a sliding layer, those within its window)."""
+        return 2 * int(self.live().sum()) * self.head_dim * self.like.element_size()
 
 
 class _QuantizedSlotsKV(_EvictingKV):
@@ -185,8 +223,10 @@ class _QuantizedSlotsKV(_EvictingKV):
     values alike, in groups of ``group`` numbers) as it is written; the ``recent`` newest entries
     also keep a full-precision copy in a small ring, which reads prefer while they are held."""
 
-    def __init__(self, policy: CachePolicy, like: torch.Tensor, log: EvictionLog, layer: int) -> None:
-        super().__init__(policy.under, like, log, layer)
+    def __init__(
+        self, policy: CachePolicy, like: torch.Tensor, log: EvictionLog, layer: int, window: int | None = None
+    ) -> None:  # fmt: skip
+        super().__init__(policy.under, like, log, layer, window=window)
         self.quantization = policy
         _, kv_heads, _, head_dim = like.shape
         self.keys = self.values = None  # no full-precision slots: the integers are what is held
@@ -240,18 +280,22 @@ class _QuantizedSlotsKV(_EvictingKV):
 
     @property
     def nbytes(self) -> int:
+        """The entries held (on a sliding layer, those within its window), each its integers, scales
+        and minimums, and the ring of full-precision recent entries."""
         parts = (self.ints, self.scales, self.minimums)
-        stored = sum(t[:, :, : self.used].nbytes for part in parts for t in part.values())  # the slots filled
-        return stored + sum(t.nbytes for t in self.ring.values())
+        per_entry = sum(t[0, 0, 0].nbytes for part in parts for t in part.values())
+        return int(self.live().sum()) * per_entry + sum(t.nbytes for t in self.ring.values())
 
 
 class _PressedKV:
     """One layer's keys and values under a prefill press (SnapKV): the prompt's pass writes them
     all and, once its attention is known, keeps the policy's choice per key/value head; the
-    generated tokens' entries then join them (batch 1)."""
+    generated tokens' entries then join them (batch 1). On a sliding layer the press chooses among
+    the prompt keys within the window of the prompt's last query (the others are never read
+    again), and the window goes on passing what it kept."""
 
-    def __init__(self, policy: CachePolicy, log: EvictionLog, layer: int) -> None:
-        self.policy, self.log, self.layer = policy, log, layer
+    def __init__(self, policy: CachePolicy, log: EvictionLog, layer: int, window: int | None = None) -> None:
+        self.policy, self.log, self.layer, self.window = policy, log, layer, window
         self.store: GrowingKV | None = None
         self.positions: torch.Tensor | None = None  # (kv_heads, held) the position of each entry
         self.seen = 0
@@ -268,32 +312,52 @@ class _PressedKV:
         self.seen += n
         held = self.store.view()
         held.new_keys, held.new_values = keys, values
+        if n == 1 and self.window is not None:  # (1, kv_heads, 1, held): the entries within the window
+            held.visible = self.live()[None, :, None, :]
         if prompt and n > self.policy.budget:  # pressed once the prompt's queries have read it
             held.on_attention = self._press
         return held
+
+    def live(self) -> torch.Tensor:
+        """(kv_heads, held) True for the entries the last query read (a sliding layer: within its window)."""
+        if self.window is None:
+            return torch.ones_like(self.positions, dtype=torch.bool)
+        return self.positions > self.seen - 1 - self.window
+
+    def held_positions(self) -> torch.Tensor:
+        """(kv_heads, held) in position order; -1 where a sliding layer's window has passed the entry."""
+        return self.positions.masked_fill(~self.live(), -1)
 
     def _press(self, probs: torch.Tensor) -> None:
         """Keep, per key/value head, the prompt keys of the highest scores (in position order)."""
         held = self.store.view()
         kv_heads, n = self.positions.shape
         scores = self.policy.scores(probs[0], kv_heads)  # (kv_heads, T)
-        kept = scores.topk(self.policy.budget, dim=1).indices.sort(dim=1).values  # (kv_heads, budget)
+        live = self.live()  # (kv_heads, T): the same for every head (the prompt's positions)
+        scores = scores.masked_fill(~live, float("-inf"))
+        n_kept = min(self.policy.budget, int(live[0].sum()))
+        kept = scores.topk(n_kept, dim=1).indices.sort(dim=1).values  # (kv_heads, kept)
         index = kept[None, :, :, None].expand(1, kv_heads, kept.shape[1], held.keys.shape[3])
         self.store = GrowingKV(held.keys.gather(2, index), held.values.gather(2, index))
         evicted = torch.ones((kv_heads, n), dtype=torch.bool, device=kept.device).scatter(1, kept, False)
-        self.log.record_all(self.layer, evicted, self.seen)  # from the first query after the prompt
+        self.log.record_all(self.layer, evicted & live, self.seen)  # from the first query after the prompt
         self.positions = self.positions.gather(1, kept)
 
     @property
     def nbytes(self) -> int:
-        return 0 if self.store is None else self.store.nbytes
+        """The entries held (a sliding layer: within its window)."""
+        if self.store is None:
+            return 0
+        return self.store.nbytes * int(self.live().sum()) // self.positions.numel()
 
 
 class _QuantizedKV:
-    """One layer's keys and values, all positions, the old ones as integers (batch 1)."""
+    """One layer's keys and values, all positions, the old ones as integers (batch 1). A sliding
+    layer lets a stored group go once its window has passed every position of it."""
 
-    def __init__(self, bits: int, group: int, recent: int, like: torch.Tensor) -> None:
-        self.bits, self.group, self.recent = bits, group, recent
+    def __init__(self, bits: int, group: int, recent: int, like: torch.Tensor, window: int | None = None) -> None:
+        self.bits, self.group, self.recent, self.window = bits, group, recent, window
+        self.dropped = 0  # the first positions, let go (a sliding layer's window passed them)
         self.dtype = like.dtype
         empty = like[:, :, :0]  # (1, kv_heads, 0, hd)
         self.tail_keys, self.tail_values = empty, empty  # full precision, the newest tokens
@@ -310,7 +374,23 @@ class _QuantizedKV:
         while self.tail_keys.shape[2] >= self.recent + self.group:  # the oldest group leaves the tail
             self._store_group(self.tail_keys[:, :, : self.group], self.tail_values[:, :, : self.group])
             self.tail_keys, self.tail_values = self.tail_keys[:, :, self.group :], self.tail_values[:, :, self.group :]
+        self._let_go_passed_groups()
         return read
+
+    def _let_go_passed_groups(self) -> None:
+        """Drop the stored groups whose every position the newest query's window has passed."""
+        if self.window is None:
+            return
+        passed = (self.seen - self.window - self.dropped) // self.group  # groups wholly before the window
+        passed = min(max(passed, 0), self.quantized // self.group)
+        if not passed:
+            return
+        tokens = passed * self.group
+        for name in self.stored:  # scales and minimums of keys: one per group; the rest: one per token
+            first = passed if name in ("k_scale", "k_min") else tokens
+            self.stored[name] = self.stored[name][:, :, first:]
+        self.quantized -= tokens
+        self.dropped += tokens
 
     def _store_group(self, keys: torch.Tensor, values: torch.Tensor) -> None:
         """Keys (1, kv_heads, G, hd) per channel: min and max over the G tokens; values per token:
@@ -349,7 +429,7 @@ class _QuantizedKV:
 
     @property
     def seen(self) -> int:
-        return self.quantized + self.tail_keys.shape[2]
+        return self.dropped + self.quantized + self.tail_keys.shape[2]
 
     @property
     def nbytes(self) -> int:
@@ -359,13 +439,15 @@ class _QuantizedKV:
 
 class PolicyCache(KVCache):
     """A ``KVCache`` whose self-attention entries follow ``policy`` (cross-attention keys and
-    values of a translator's source are kept whole: they are read by every step)."""
+    values of a translator's source are kept whole: they are read by every step). ``windows``: each
+    layer's sliding window (``ModelConfig.window_of``), None for a global layer."""
 
     def __init__(
         self, n_layers: int, policy: CachePolicy, log: EvictionLog | None = None,
-        rotary: RotaryPositions | None = None,
+        rotary: RotaryPositions | None = None, windows: list[int | None] | None = None,
     ) -> None:  # fmt: skip
         super().__init__(n_layers)
+        self.windows = list(windows) if windows is not None else [None] * n_layers
         if not (policy.evicts or policy.bits):
             raise PolicyError("the full cache is the plain KVCache")
         if policy.in_cache_positions and rotary is None:
@@ -386,15 +468,15 @@ class PolicyCache(KVCache):
     def append(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> LayerKV:
         entry = self._layers[layer]
         if entry is None:
-            p = self.policy
+            p, window = self.policy, self.windows[layer]
             if p.prefill_press:
-                entry = _PressedKV(p, self.log, layer)
+                entry = _PressedKV(p, self.log, layer, window)
             elif p.evicts and p.bits:
-                entry = _QuantizedSlotsKV(p, keys, self.log, layer)
+                entry = _QuantizedSlotsKV(p, keys, self.log, layer, window)
             elif p.evicts:
-                entry = _EvictingKV(p, keys, self.log, layer, self.rotary)
+                entry = _EvictingKV(p, keys, self.log, layer, self.rotary, window)
             else:
-                entry = _QuantizedKV(p.bits, p.group, p.recent, keys)
+                entry = _QuantizedKV(p.bits, p.group, p.recent, keys, window)
             self._layers[layer] = entry
         return entry.append(keys, values)
 
@@ -403,15 +485,15 @@ class PolicyCache(KVCache):
             raise ValueError("an evicted or quantized entry cannot be taken back: rebuild the cache")
 
     def held_positions(self, layer: int) -> torch.Tensor:
-        """(kv_heads, held) the positions layer ``layer`` holds (slot order; every position when quantized)."""
+        """(kv_heads, held) the positions layer ``layer`` holds (slot order; every position when
+        quantized, from the first a sliding layer still holds). On a sliding layer the heads may hold
+        different numbers of entries: -1 pads the slots whose entry the window has passed."""
         entry = self._layers[layer]
         if entry is None:
             return torch.zeros((0, 0), dtype=torch.int64)
-        if isinstance(entry, _EvictingKV):
+        if isinstance(entry, _EvictingKV | _PressedKV):
             return entry.held_positions()
-        if isinstance(entry, _PressedKV):
-            return entry.positions
-        return torch.arange(entry.seen).expand(entry.tail_keys.shape[1], -1)
+        return torch.arange(entry.dropped, entry.seen).expand(entry.tail_keys.shape[1], -1)
 
     def quantized_positions(self, layer: int) -> int:
         """How many of the first positions layer ``layer`` holds as integers (0 unless quantized)."""

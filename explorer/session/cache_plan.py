@@ -82,13 +82,16 @@ class UnderPolicy(FullCache):
 
     def new_cache(self) -> KVCache:
         """A window (with sinks or not) in the model's store (``WindowedKVCache``: the session
-        batches with others like any); any other policy in a ``PolicyCache`` of its own."""
+        batches with others like any) on a model without sliding layers; any other policy, or any on
+        a model with sliding layers, in a ``PolicyCache`` of its own."""
         if self.eviction_log is not None:
             self.eviction_log.clear()
-        reads = reads_of(self.policy)
-        if reads is not None:
+        reads, windows = reads_of(self.policy), self.config.windows()
+        if reads is not None and not any(windows):
             return WindowedKVCache(self.config.n_layers, self.model.cache_store(), reads, self.eviction_log)
-        return PolicyCache(self.config.n_layers, self.policy, self.eviction_log, self.model.decoder.rotary)
+        # A model with sliding layers: a window or sinks in slots too, where a sliding layer's window
+        # frees the slot of what it passes (policy_cache.py); the session still steps in a batch (SplitBatch).
+        return PolicyCache(self.config.n_layers, self.policy, self.eviction_log, self.model.decoder.rotary, windows)
 
     def passes(self, first: int, end: int, prompt_length: int, use_cache: bool) -> Passes:
         """One pass while the cache has room for every token, then one a token (each new key may
