@@ -188,6 +188,12 @@ class CurveRow:
     perplexity: float
 
 
+def turns_keys(config: ModelConfig) -> bool:
+    """Whether positions within the cache (StreamingLLM's renumbering) fit the model: rotary keys,
+    and no sliding layer (its window counts the text's positions)."""
+    return config.positions == "rope" and not any(config.windows())
+
+
 def curve_policies(
     budgets: Iterable[int], head_dim: int, n_sinks: int = 4, rotary: bool = False
 ) -> list[CachePolicy]:  # fmt: skip
@@ -216,7 +222,7 @@ def budget_curve(
     start = max(budgets) + 1 if start is None else start
     if isinstance(start, bool) or not isinstance(start, int) or not 1 <= start < len(ids):
         raise InputError(f"start must be a position from 1 to {len(ids) - 1} (the text has {len(ids)} tokens).")
-    policies = curve_policies(budgets, loaded.config.head_dim, n_sinks, rotary=loaded.config.positions == "rope")
+    policies = curve_policies(budgets, loaded.config.head_dim, n_sinks, rotary=turns_keys(loaded.config))
     rows = []
     for policy, (log_probs, held) in zip(
         policies, teacher_forced_together(loaded, ids, policies, progress), strict=True

@@ -79,6 +79,32 @@ def test_a_quantized_run_marks_the_positions_held_as_integers(session):
     assert run.saving > 0.3 and max(run.kl) < 1e-2
 
 
+def test_the_lab_counts_a_sliding_layer_as_the_window_it_reads(checkpoints):
+    """Gemma 3 (a window of 6 on layers 0 and 2): the full cache's bytes count min(6, length) positions
+    there; under sinks 2 + window 10 the sliding layers hold their last 6 positions (the sinks passed),
+    the global ones the sinks and the last 10."""
+    loaded = explorer.load_model(str(checkpoints["gemma3_text"]), progress=False)
+    session = explorer.GenerationSession(loaded, TEXT)
+    for _ in range(8):
+        ranked = session.next_logits().argsort(descending=True).tolist()
+        session.force(next(t for t in ranked[:2] if t != loaded.tokenizer.eos_token_id))
+    c, n = loaded.config, len(session.token_ids)
+    windows = [c.window_of(i) for i in range(c.n_layers)]
+    assert windows == [6, None, 6, None] and n > 12
+    per_position = 2 * c.n_kv_heads * c.head_dim * 4  # keys and values, float32
+    run = run_policy(session, cp.sinks(2, 10))
+    assert run.bytes_full[-1] == per_position * (6 + n + 6 + n)
+    assert run.bytes_held[-1] == per_position * (6 + 12 + 6 + 12)
+    for layer, window in enumerate(windows):
+        held = run.grid[layer]
+        if window is None:
+            assert (held[:2] == SINK).all() and (held[n - 10 :] == HELD).all() and (held[2 : n - 10] == EVICTED).all()
+        else:
+            assert (held[n - 6 :] == HELD).all() and (held[: n - 6] == EVICTED).all()
+    rows = cp.budget_curve(loaded, list(session.token_ids), budgets=(8,), start=9)
+    assert rows[0].bytes == per_position * (6 + n + 6 + n) and all(np.isfinite(r.perplexity) for r in rows)
+
+
 @pytest.mark.parametrize(
     ("name", "budget", "sinks", "message"),
     [

@@ -106,6 +106,6 @@ def held_grid(session: GenerationSession) -> np.ndarray:
             continue
         counts = np.bincount(held[held >= 0].numpy(), minlength=n)[:n]
         grid[layer] = counts / held.shape[0]
-    if getattr(policy, "sinks", None) and policy.name == "sinks":
-        grid[:, : policy.sinks] = SINK
+    if getattr(policy, "sinks", None) and policy.name == "sinks":  # where still held (a sliding window passes them)
+        grid[:, : policy.sinks] = np.where(grid[:, : policy.sinks] > 0, SINK, grid[:, : policy.sinks])
     return grid

@@ -233,10 +233,10 @@ def on_budget_curve(st, progress=gr.Progress()) -> Updates:
     if loaded.config.is_encoder_decoder:
         raise InputError("The budget curve scores a decoder-only model's perplexity: choose a decoder such as SmolLM2.")
     try:
-        cp.window(16).check(loaded.config)  # T5 and sliding-window models are refused by name
+        cp.window(16).check(loaded.config)  # T5 is refused by name (sliding layers keep their windows)
     except cp.PolicyError as error:
         raise InputError(str(error)) from error
-    n_caches = len(cp.curve_policies(CURVE_BUDGETS, loaded.config.head_dim, rotary=loaded.config.positions == "rope"))
+    n_caches = len(cp.curve_policies(CURVE_BUDGETS, loaded.config.head_dim, rotary=cp.turns_keys(loaded.config)))
     progress(0, desc=f"Scoring {n_caches} caches on {CURVE_TOKENS} tokens")
     rows, n_tokens = curve_of(loaded, lambda done: progress(done, desc=f"Scoring {n_caches} caches"))
     figure = lab_figures.budget_curve_figure(list(rows), n_tokens, max(CURVE_BUDGETS) + 1)
