@@ -169,8 +169,14 @@ class SlidingReference:
         self.scores = [[{} for _ in range(kv_heads)] for _ in windows]  # position -> attention received
         self.history: dict[int, list[torch.Tensor]] = {}  # position -> its rows, per layer
         self.masks: list[torch.Tensor | None] = [None] * len(windows)
-        for layer, block in enumerate(model.model.layers):
+        self.hooks = [
             block.self_attn.register_forward_pre_hook(self._masking(layer), with_kwargs=True)
+            for layer, block in enumerate(model.model.layers)
+        ]
+
+    def remove_hooks(self) -> None:
+        for hook in self.hooks:
+            hook.remove()
 
     def _masking(self, layer: int):
         def hook(module, args, kwargs):  # before the first step (a prompt's pass): transformers' own mask

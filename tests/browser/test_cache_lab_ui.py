@@ -197,3 +197,36 @@ def test_the_lab_tells_evicted_keys_from_the_mask_and_its_legend_from_its_axis(p
     assert "hatched: a later token" in legend and "dotted: evicted from the cache by sinks 2 + window 6" in legend
     assert not boxes_overlap(page, "#self-attention", ".mask-legend", ".attention-cells")
     shot(page, "cache-lab-evicted-dotted")
+
+
+def test_the_lab_on_a_gemma3_keeps_each_sliding_layer_within_its_window(page, checkpoints):
+    """Issue 44, item 2: the tiny Gemma 3 (local layers 0 and 2 read the last 6 positions) under
+    sinks 2 + window 6: its global layers hold the sinks and the last 6, its sliding layers only the
+    last 6 (their window has passed the sinks); the session then steps under the policy."""
+    from tests.browser.helpers import status
+    from tests.browser.test_families_ui import load_and_step
+
+    n = load_and_step(page, checkpoints["gemma3_text"])
+    for i in range(1, 4):
+        page.click("#step")
+        wait_token_count(page, n + i)
+    idle(page)
+    open_lab(page)
+    set_number(page, "lab-budget", "8")
+    set_number(page, "lab-sinks", "2")
+    page.click("#lab-run")
+    z = wait_plot_title(page, "lab-grid", "sinks 2 + window 6")["data"][0]["z"]
+    t = n + 3
+    assert len(z) == 4 and len(z[0]) == t > 8
+    for layer in (1, 3):  # global: the sinks, then the last 6
+        assert z[layer][:2] == [2, 2] and z[layer][t - 6 :] == [1] * 6 and set(z[layer][2 : t - 6]) == {0}
+    for layer in (0, 2):  # sliding: the last 6 only
+        assert z[layer][t - 6 :] == [1] * 6 and set(z[layer][: t - 6]) == {0}
+    assert "saved" in page.inner_text("#lab-info")
+    shot(page, "cache-lab-gemma3")
+    page.click("#lab-apply")
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('cache: sinks 2 + window 6')")
+    idle(page)
+    page.click("#step")
+    wait_token_count(page, t + 1)
+    assert "cache: sinks 2 + window 6" in status(page)

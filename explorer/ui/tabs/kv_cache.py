@@ -45,7 +45,9 @@ attention; key norm keeps the smallest keys; SnapKV presses the prompt once, kee
 last queries read most; KIVI stores old keys and values as 8- or 4-bit integers. **Switch this
 session to it** reads this session's tokens again under the policy, and your Steps from then on run
 under it: the heatmaps dot the keys it had evicted before each query ran (hatched: a later token).
-**Budget curve** scores every policy at three budgets on a shipped text."""
+**Budget curve** scores every policy at three budgets on a shipped text. On a model with sliding-window
+layers (Gemma 3), a sliding layer keeps its window: what the window has passed is never read, so
+the budget applies within it, and the global layers follow the policy alone."""
 
 POLICIES = [  # (what the menu shows, the value it sends)
     ("sinks + window", "sinks"),
