@@ -18,6 +18,7 @@ from explorer.analysis.patching import PatchingResult
 from explorer.analysis.proof import ParallelCheck, Sandbox
 from explorer.analysis.roles import HeadRoles
 from explorer.analysis.two_models import TwoModels
+from explorer.cache_policies import full_cache_bytes
 from explorer.present import model_store
 from explorer.present.circuits import CellChoice
 from explorer.present.lesson_at import LessonAt
@@ -297,6 +298,17 @@ def timing_figure(state: ExplorerState):
     return timing_chart(series)
 
 
+def sliding_note(c, n: int) -> str:
+    """What a cache that lets a sliding layer's passed positions go would hold ('' without sliding layers)."""
+    windows = [w for w in c.windows() if w is not None]
+    if not windows or n <= min(windows):
+        return ""
+    return (
+        f" Its {len(windows)} sliding layers read only their last {max(windows)} positions: a sliding cache "
+        f"(the lab's measure) holds {full_cache_bytes(c, n, 4) / 1e6:.2f} MB."
+    )
+
+
 def cache_summary(state: ExplorerState) -> str:
     session = state.session
     c = session.config
@@ -304,7 +316,7 @@ def cache_summary(state: ExplorerState) -> str:
     if session.cache is None:
         line = "**KV cache: off.** Every step recomputes all keys and values."
     elif session.cache_plan.under_policy:
-        full = 2 * c.n_layers * c.n_kv_heads * c.head_dim * n * 4
+        full = full_cache_bytes(c, n, 4)  # a sliding layer: the min(window, n) positions it reads
         held = session.cache.self_attn_bytes
         line = (
             f"**KV cache: {session.cache_policy.label()}, {held / 1e6:.2f} MB held** of the full cache's "
@@ -319,7 +331,7 @@ def cache_summary(state: ExplorerState) -> str:
         )
         if session.cache.cross_attn_bytes:
             line += f", plus {session.cache.cross_attn_bytes / 1e6:.2f} MB of cross-attention keys and values"
-        line += "."
+        line += "." + sliding_note(c, n)
     comparison = state.current_comparison()
     if comparison is not None:
         steps = len(comparison.tokens_cached)
