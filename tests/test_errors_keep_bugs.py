@@ -144,23 +144,24 @@ def test_a_policy_written_wrong_is_refused_with_the_policy_error_as_its_cause(sp
 
 
 def test_a_policy_the_model_cannot_run_is_refused_with_the_policy_error_as_its_cause(checkpoints):
-    """Mistral's sliding layers evict keys already: the session, and each of the KV-cache lab's
-    events, refuse an evicting cache, keeping the PolicyError that says why."""
+    """Mistral's sliding layers count the text's positions: the session, and the KV-cache lab's
+    events, refuse positions within the cache (StreamingLLM's renumbering), keeping the PolicyError
+    that says why. (The budget curve leaves that policy out on such a model, and refuses none.)"""
     from explorer import cache_policies as cp
     from explorer.present.views import ExplorerState
     from explorer.ui.tabs import kv_cache
 
     loaded = explorer.load_model(str(checkpoints["mistral"]), progress=False)
-    refusal_keeps_its_cause(lambda: explorer.GenerationSession(loaded, "the cat", cache_policy=cp.window(16)))
+    renumbered = cp.sinks(2, 6, cache_positions=True)
+    refusal_keeps_its_cause(lambda: explorer.GenerationSession(loaded, "the cat", cache_policy=renumbered))
     st = ExplorerState(str(checkpoints["mistral"]))
     st.start(st.model_name, explorer.GenerationSession(loaded, "the cat sat on the mat"))
     for _ in range(3):  # the lab compares the steps taken
         st.session.step()
     refusal_keeps_its_cause(
-        lambda: kv_cache.on_lab_run.__wrapped__(st, "window", 8, None, progress=lambda *a, **k: None)
+        lambda: kv_cache.on_lab_run.__wrapped__(st, "sinks_cache", 8, 2, progress=lambda *a, **k: None)
     )
-    refusal_keeps_its_cause(lambda: kv_cache.on_budget_curve.__wrapped__(st, progress=lambda *a, **k: None))
-    refusal_keeps_its_cause(lambda: kv_cache.restarted(st, cp.window(8)))
+    refusal_keeps_its_cause(lambda: kv_cache.restarted(st, renumbered))
 
 
 def test_a_cached_config_this_version_cannot_read_is_logged_once_and_converted_again(tmp_path, caplog):
