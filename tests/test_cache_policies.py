@@ -489,6 +489,25 @@ def test_quantized_under_a_window_holds_integers_per_token_and_the_recent_in_ful
     assert cache.nbytes == ints + scales + ring
 
 
+def test_a_quantized_sliding_layer_lets_a_group_go_once_its_window_has_passed_it():
+    """KIVI on a sliding layer (window 7): the positions within the window read as the whole cache's
+    last 7, a stored group leaves once the window has passed all of it, and the bytes shrink."""
+    group, recent, kv_heads, head_dim, n, window = 4, 2, 2, 8, 30, 7
+    torch.manual_seed(2)
+    keys, values = torch.randn(1, kv_heads, n, head_dim), torch.randn(1, kv_heads, n, head_dim)
+    whole = PolicyCache(1, cp.quantized(8, group, recent))
+    sliding = PolicyCache(1, cp.quantized(8, group, recent), windows=[window])
+    for t in range(n):
+        read_whole = whole.append(0, keys[:, :, t : t + 1], values[:, :, t : t + 1])
+        read = sliding.append(0, keys[:, :, t : t + 1], values[:, :, t : t + 1])
+        assert torch.equal(read.keys[:, :, -window:], read_whole.keys[:, :, -window:])
+        assert torch.equal(read.values[:, :, -window:], read_whole.values[:, :, -window:])
+        first = int(sliding.held_positions(0)[0, 0])
+        assert first <= t + 1 - window or first == 0  # every position the window reads is held
+        assert first > t - window - group or first == 0  # and no group wholly before it
+    assert sliding.length == whole.length == n and sliding.nbytes < whole.nbytes / 2
+
+
 def assert_quantization_changed_little(quantized: torch.Tensor, exact: torch.Tensor) -> None:
     """Quantized keys and values must move the next-token logits (vocab,), but only a little.
 
