@@ -106,7 +106,7 @@ class _EvictingKV:
     ) -> None:  # fmt: skip
         _, kv_heads, _, head_dim = like.shape
         self.log, self.layer, self.window = log, layer, window  # window: a sliding layer's reach
-        self.head_dim, self.like = head_dim, like.new_empty(0)
+        self.head_dim, self.element_size = head_dim, like.element_size()
         # StreamingLLM's way: the keys are held unrotated and turned to their rank at every read.
         self.rotary = rotary if policy.in_cache_positions else None
         self.policy, self.budget = policy, policy.budget
@@ -215,7 +215,7 @@ class _EvictingKV:
     @property
     def nbytes(self) -> int:
         """The entries held (on a sliding layer, those within its window)."""
-        return 2 * int(self.live().sum()) * self.head_dim * self.like.element_size()
+        return 2 * int(self.live().sum()) * self.head_dim * self.element_size
 
 
 class _QuantizedSlotsKV(_EvictingKV):
