@@ -60,7 +60,7 @@ POLICIES = [  # (what the menu shows, the value it sends)
     ("int4 (KIVI)", "int4"),
 ]
 CURVE_TEXT = ASSETS / "texts" / "declaration-of-independence.txt"  # public domain (assets/texts/README.md)
-CURVE_TOKENS, CURVE_BUDGETS = 160, (16, 32, 64)  # half a minute of the embedded model on 2 cores
+CURVE_TOKENS, CURVE_BUDGETS = 160, (16, 32, 64)  # half a minute of SmolLM2 on 2 cores (Gemma 3: 4-8)
 MAX_BUDGET = 1024  # the session's cap
 
 FIGURES = ("timing_plot", "lab_grid", "lab_divergence")
@@ -90,7 +90,9 @@ def layout(page: Page) -> None:
                     lab_run=gr.Button("Run the policy on this text", variant="primary", elem_id="lab-run"),
                     lab_apply=gr.Button("Switch this session to it", elem_id="lab-apply"),
                     lab_full=gr.Button("Full cache again", elem_id="lab-full"),
-                    lab_curve_button=gr.Button("Budget curve (half a minute)", elem_id="lab-curve-button"),
+                    lab_curve_button=gr.Button(
+                        "Budget curve (½ minute on SmolLM2, longer on larger models)", elem_id="lab-curve-button"
+                    ),
                 )
             page.add(
                 lab_info=gr.Markdown(elem_id="lab-info"),
