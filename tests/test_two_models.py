@@ -208,9 +208,9 @@ def test_a_text_too_short_is_refused(tiny):
 
 
 @pytest.fixture(scope="module")
-def real_pair(smollm2):
-    """SmolLM2 and Gemma 3 270M, both loaded once for the module (~1.5 GB)."""
-    return smollm2, explorer.load_model("gemma-3-270m", progress=False)
+def real_pair(smollm2, gemma3):
+    """SmolLM2 and Gemma 3 270M, the suite's one copy of each (conftest.py)."""
+    return smollm2, gemma3
 
 
 @pytest.mark.slow
