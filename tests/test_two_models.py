@@ -268,3 +268,19 @@ def test_a_character_split_over_two_tokens_is_no_boundary():
     offsets = [(0, 0), (0, 1), (1, 3), (2, 3), (3, 6)]  # a start token, "a", two pieces of one character, " ok"
     ends = two_models.token_boundaries([7, 10, 11, 12, 13], offsets, special={7})
     assert ends == {0: 0, 1: 1, 3: 3, 6: 4}  # none after the character's first piece
+
+
+def test_the_page_model_beside_itself_is_refused_with_what_to_do(monkeypatch):
+    """Fresh eyes: SmolLM2 beside SmolLM2 read "agree at 100%" with nothing saying why."""
+    import gradio as gr
+
+    from explorer.present import model_store
+    from explorer.present.views import ExplorerState
+    from explorer.ui.tabs import two_models
+
+    loaded = model_store.get_model("en-de-numbers", progress=False)
+    st = ExplorerState("en-de-numbers", session=explorer.GenerationSession(loaded, "twenty-one"))
+    warned = []
+    monkeypatch.setattr(gr, "Warning", warned.append)
+    assert two_models.on_read_both(st, "en-de-numbers") == gr.skip() and st.two_models is None
+    assert warned and "already shows en-de-numbers: choose another model" in warned[0]

@@ -7,6 +7,7 @@ the products are still computed, so they are counted).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -32,11 +33,13 @@ def architecture_rows(config: ModelConfig, parameters: int) -> list[tuple[str, s
     c = config
     kind = "encoder-decoder (a translator)" if c.is_encoder_decoder else "decoder-only"
     grouped = (
-        f"{c.n_kv_heads} (each shared by {c.queries_per_kv_head} query heads: grouped-query attention)"
+        f"{c.n_kv_heads} (each shared by {c.queries_per_kv_head} query heads: "
+        f"{'multi-query' if c.n_kv_heads == 1 else 'grouped-query'} attention)"
         if c.queries_per_kv_head > 1
         else f"{c.n_kv_heads} (one per query head)"
     )
-    ffn = f"{c.d_ff} wide, {c.activation}" + (", gated (SwiGLU: act(gate) x up)" if c.gated_ffn else "")
+    gate = "GeGLU" if c.activation.startswith("gelu") else "SwiGLU" if c.activation == "silu" else "GLU"
+    ffn = f"{c.d_ff} wide, {c.activation}" + (f", gated ({gate}: act(gate) x up)" if c.gated_ffn else "")
     placement = "pre-norm: x + f(norm(x))" if c.norm_first else "post-norm: norm(x + f(x))"
     rows = [
         ("kind", f"{kind}, {c.family} family"),
@@ -60,7 +63,9 @@ def architecture_rows(config: ModelConfig, parameters: int) -> list[tuple[str, s
     if c.output_scale != 1.0:
         rows.append(("output", f"the last residual × {c.output_scale:.4g} (1/√{c.d_model}) before the output head"))
     if c.attn_scale is not None:
-        rows.append(("score scale", f"q·k × {c.attn_scale:.4g} (not 1/√{c.head_dim} = {c.head_dim**-0.5:.4g})"))
+        usual = c.head_dim**-0.5
+        said = "the usual 1/√" if math.isclose(c.attn_scale, usual) else "not 1/√"
+        rows.append(("score scale", f"q·k × {c.attn_scale:.4g} ({said}{c.head_dim} = {usual:.4g})"))
     if c.sliding_window:
         rows.append(("attention reach", reach_text(c)))
     if c.embedding_norm:

@@ -93,6 +93,8 @@ def on_read_both(st, second_name, progress=gr.Progress()) -> Updates:
     st = require(st)
     if not second_name:
         raise InputError("Choose the second model first (the list above the button).")
+    if second_name == st.session.loaded.name:
+        raise InputError(f"The page already shows {second_name}: choose another model to read the text beside it.")
     progress(0, desc=f"Loading {second_name}")
     second = model_store.get_model(second_name)
     progress(0.3, desc="Reading the text with both models")
