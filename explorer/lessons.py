@@ -388,7 +388,7 @@ def shared_keys_read_apart(session: GenerationSession) -> Posed:
     newest = [int(t) for t in tops[:, -1]]
     agree = float((tops[:, 1:] == tops[:1, 1:]).all(0).mean())  # row 0 can read only itself
     answer = SAME_TOP if len(set(newest)) == 1 else DIFFERENT_TOP
-    reads = "; ".join(f"head {h} {page_safe(token_label(session, k))}" for h, k in enumerate(newest))
+    reads = "; ".join(f"head {h} → {page_safe(token_label(session, k))}" for h, k in enumerate(newest))
     why = (
         f"At the newest token, layer {layer}'s heads read most: {reads}. Over the whole text the {len(newest)} "
         f"heads agree on their most-read token in {agree:.0%} of the rows. They share keys and values, not "

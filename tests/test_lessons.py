@@ -218,4 +218,4 @@ def test_multi_query_one_kv_head_its_bytes_and_heads_that_read_apart(posed):
     weights = session.full_pass(explorer.model.ATTENTION).trace.self_attention(question.layer)[0]  # (heads, T, T)
     newest = {int(row.argmax()) for row in weights[:, -1]}
     assert question.answer == (lessons.SAME_TOP if len(newest) == 1 else lessons.DIFFERENT_TOP)
-    assert "<" not in question.why and "head 0 " in question.why  # "<bos>" would be read as an HTML tag
+    assert "<" not in question.why and "head 0 → " in question.why  # "<bos>" would be read as an HTML tag
