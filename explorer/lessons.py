@@ -24,7 +24,7 @@ from explorer.analysis import proof, roles
 from explorer.analysis.ablation import SwitchedOff
 from explorer.analysis.cache_modes import compare_cache_modes
 from explorer.analysis.circuits import WhyAttends, decoder_head, why_attends
-from explorer.analysis.cost import kv_cache_bytes, step_flops
+from explorer.analysis.cost import kv_cache_bytes, sharing_name, step_flops
 from explorer.analysis.lens import logit_lens
 from explorer.errors import InputError
 from explorer.present.tabs import DEFAULT_TAB
@@ -324,12 +324,6 @@ def lens_layer(session: GenerationSession) -> Posed:
 
 
 # ---------------------------------------------------------------- 7. two architectures
-def sharing_name(config) -> str:
-    if config.n_kv_heads == 1:
-        return "multi-query attention"
-    return "grouped-query attention" if config.n_kv_heads < config.n_heads else "multi-head attention"
-
-
 def shared_kv_heads(session: GenerationSession) -> Posed:
     c = session.config
     options = sorted({"1", str(max(2, c.n_kv_heads)), str(c.n_kv_heads), str(c.n_heads)}, key=int)

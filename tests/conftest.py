@@ -57,18 +57,22 @@ def smollm2():
     return real_model("smollm2-135m-instruct")
 
 
-@pytest.fixture(scope="session")
-def hf_smollm2():
-    """The reference: transformers' own Llama, fp32, eager attention, from the same GGUF."""
+def transformers_from_gguf(path: Path):
+    """The reference: transformers' own model, fp32, eager attention, read from the same GGUF."""
     from transformers import AutoModelForCausalLM
 
-    from explorer.loading.sources import smollm2_gguf_path
-
-    path = smollm2_gguf_path()
     model = AutoModelForCausalLM.from_pretrained(
         str(path.parent), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
     )
     return model.eval()
+
+
+@pytest.fixture(scope="session")
+def hf_smollm2():
+    """transformers' own Llama reading SmolLM2's GGUF."""
+    from explorer.loading.sources import smollm2_gguf_path
+
+    return transformers_from_gguf(smollm2_gguf_path())
 
 
 @pytest.fixture(scope="session")
@@ -79,16 +83,10 @@ def gemma3():
 
 @pytest.fixture(scope="session")
 def hf_gemma3():
-    """The reference: transformers' own Gemma 3, fp32, eager attention, from the same GGUF."""
-    from transformers import AutoModelForCausalLM
-
+    """transformers' own Gemma 3 reading Gemma 3 270M's GGUF."""
     from explorer.loading.sources import gemma3_gguf_path
 
-    path = gemma3_gguf_path()
-    model = AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
-    )
-    return model.eval()
+    return transformers_from_gguf(gemma3_gguf_path())
 
 
 SLOW_FIXTURES = {"smollm2", "hf_smollm2", "gemma3", "hf_gemma3", "app_url", "browser"}  # a real model, or a running app

@@ -28,13 +28,19 @@ def parameter_count(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
 
 
+def sharing_name(config: ModelConfig) -> str:
+    """What a model's query heads sharing key/value heads is called."""
+    if config.n_kv_heads == 1:
+        return "multi-query attention"
+    return "grouped-query attention" if config.n_kv_heads < config.n_heads else "multi-head attention"
+
+
 def architecture_rows(config: ModelConfig, parameters: int) -> list[tuple[str, str]]:
     """(property, value) rows describing the model, in the order a learner reads them."""
     c = config
     kind = "encoder-decoder (a translator)" if c.is_encoder_decoder else "decoder-only"
     grouped = (
-        f"{c.n_kv_heads} (each shared by {c.queries_per_kv_head} query heads: "
-        f"{'multi-query' if c.n_kv_heads == 1 else 'grouped-query'} attention)"
+        f"{c.n_kv_heads} (each shared by {c.queries_per_kv_head} query heads: {sharing_name(c)})"
         if c.queries_per_kv_head > 1
         else f"{c.n_kv_heads} (one per query head)"
     )

@@ -41,11 +41,11 @@ def wait_plot_title(page, elem_id: str, words: str) -> dict:
     return lab_plot(page, elem_id)
 
 
-def run_sinks_after_six_steps(page) -> int:
-    """Six Steps, then the lab runs 2 sinks + a window of 6 (a budget of 8) on them; the number of
-    tokens before the Steps."""
+def run_sinks_after_six_steps(page, steps: int = 6) -> int:
+    """``steps`` Steps, then the lab runs 2 sinks + a window of 6 (a budget of 8) on them; the
+    number of tokens before the Steps."""
     n = len(tokens(page))
-    for i in range(1, 7):
+    for i in range(1, steps + 1):
         page.click("#step")
         wait_token_count(page, n + i)
     idle(page)
@@ -206,15 +206,8 @@ def test_the_lab_on_a_gemma3_keeps_each_sliding_layer_within_its_window(page, ch
     from tests.browser.helpers import status
     from tests.browser.test_families_ui import load_and_step
 
-    n = load_and_step(page, checkpoints["gemma3_text"])
-    for i in range(1, 4):
-        page.click("#step")
-        wait_token_count(page, n + i)
-    idle(page)
-    open_lab(page)
-    set_number(page, "lab-budget", "8")
-    set_number(page, "lab-sinks", "2")
-    page.click("#lab-run")
+    load_and_step(page, checkpoints["gemma3_text"])
+    n = run_sinks_after_six_steps(page, steps=3)
     z = wait_plot_title(page, "lab-grid", "sinks 2 + window 6")["data"][0]["z"]
     t = n + 3
     assert len(z) == 4 and len(z[0]) == t > 8
