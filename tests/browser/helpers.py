@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-APP_LOG = ARTIFACTS / "app.log"  # the shared app's log (tests/browser/conftest.py)
+# The shared app's log (tests/browser/conftest.py): one app, and one log, per pytest-xdist worker.
+APP_LOG = ARTIFACTS / f"app-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.log"
 
 
 def generate_runs_ended() -> int:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.browser.conftest import APP_LOG, ARTIFACTS
+from tests.browser.conftest import APP_LOG
 from tests.browser.helpers import idle, status
 from tests.browser.load import SETTINGS, ClassPlan, outputs_by_label, simulate_users, strip_text
 from tests.test_bad_input import FAMOUS, PRIVATE
@@ -143,7 +143,7 @@ def test_closing_a_tab_frees_its_session(browser, app_url):
     page.wait_for_function("() => document.querySelector('#status').innerText.includes('1 generated')")
     assert len(hashes) == 1, hashes
     line = f"released the session of a closed browser tab (tab {tab_tag(hashes.pop())[:12]})"
-    log = ARTIFACTS / "app.log"
+    log = APP_LOG
     assert line not in log.read_text()
     context.close()
     deadline = time.time() + 30
