@@ -10,12 +10,20 @@ import torch
 
 from tests.real_models import real_model
 
+STARTING_ENVIRONMENT = dict(os.environ)  # before this file sets anything (environment_put_back)
+
 # The converted SmolLM2 goes to a cache folder of the test run's own unless the caller
 # chose one, so that the first-load conversion is exercised on a clean machine. The run deletes
 # it at its end (~600 MB: runs that left theirs behind filled a machine's disk).
 OWN_CACHE = None if "DECODER_EXPLORER_CACHE" in os.environ else tempfile.mkdtemp(prefix="explorer-cache-")
 if OWN_CACHE:
     os.environ["DECODER_EXPLORER_CACHE"] = OWN_CACHE
+# Each pytest-xdist worker's apps keep their workshops in a database of their own (by default it
+# is a file in the cache folder, which the workers share): one worker's class is not another's.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if WORKER and "DECODER_EXPLORER_DATABASE_URL" not in os.environ:
+    db_file = Path(os.environ["DECODER_EXPLORER_CACHE"]) / f"workshops-{WORKER}.sqlite3"
+    os.environ["DECODER_EXPLORER_DATABASE_URL"] = f"sqlite:///{db_file}"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # scripts/test.sh runs the suite on pytest-xdist workers: the cores are shared among them (two
@@ -90,6 +98,21 @@ def hf_gemma3():
     from explorer.loading.sources import gemma3_gguf_path
 
     return transformers_from_gguf(gemma3_gguf_path())
+
+
+@pytest.fixture(autouse=True)
+def environment_put_back():
+    """Every test leaves os.environ as it found it. The app under test reads its settings from the
+    environment (the model a page opens with, say) and the browser tests' app processes inherit
+    it: a test that calls ``cli.main`` sets them, and monkeypatch only restores a variable it saw
+    set. On pytest-xdist workers files run in another order than alone, after any other file."""
+    before = dict(os.environ)
+    yield
+    for name in set(os.environ) - set(before):
+        del os.environ[name]
+    for name, value in before.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
 
 
 SLOW_FIXTURES = {"smollm2", "hf_smollm2", "gemma3", "hf_gemma3", "app_url", "browser"}  # a real model, or a running app

@@ -15,6 +15,7 @@ import pytest
 from explorer import cli
 from explorer.present import model_store
 from explorer.ui.layout import TEXT_ENV, build_page
+from tests.conftest import STARTING_ENVIRONMENT
 
 ROOT = Path(__file__).resolve().parents[1]
 OPTIONS = ("--model", "--text", "--host", "--port", "--share", "--allow-dir")
@@ -44,7 +45,7 @@ def test_bad_options_say_what_is_wrong_and_start_nothing(argv, says, capsys, mon
 
 def test_the_options_reach_the_app(capsys, monkeypatch, tmp_path):
     for name in (model_store.MODEL_ENV, model_store.MODEL_DIRS_ENV, TEXT_ENV):
-        monkeypatch.delenv(name, raising=False)  # and put back as they were after the test
+        monkeypatch.delenv(name, raising=False)  # conftest's environment_put_back restores them
     launched = {}
     monkeypatch.setattr("explorer.ui.app.launch", lambda **kwargs: launched.update(kwargs))
     cli.main(["--model", "en-de-numbers", "--text", "twenty-one", "--host", "0.0.0.0", "--port", "7999",
@@ -57,6 +58,14 @@ def test_the_options_reach_the_app(capsys, monkeypatch, tmp_path):
     with gr.Blocks():
         page = build_page("x" * 32)
     assert page.text.value == "twenty-one" and page.model.value == "en-de-numbers"
+
+
+def test_the_options_do_not_outlive_their_test():
+    """Runs after the test above, in this file's order: ``cli.main`` set the model a page opens
+    with, and the browser tests' apps (their environment is this process's) would all open the
+    translator (tests/conftest.py's environment_put_back)."""
+    assert os.environ.get(model_store.MODEL_ENV) == STARTING_ENVIRONMENT.get(model_store.MODEL_ENV)
+    assert os.environ.get(TEXT_ENV) == STARTING_ENVIRONMENT.get(TEXT_ENV)
 
 
 def test_a_share_link_the_network_refuses_is_said_plainly():

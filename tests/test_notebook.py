@@ -176,7 +176,7 @@ def test_the_whole_app_opens_from_a_notebook(monkeypatch):
     from tests.browser.conftest import free_port
 
     for name in (model_store.MODEL_ENV, TEXT_ENV):
-        monkeypatch.delenv(name, raising=False)  # open_app sets them; put back after the test
+        monkeypatch.delenv(name, raising=False)  # open_app sets them; conftest's environment_put_back restores them
     with pytest.raises(InputError, match="not one of smollm2-135m-instruct"):
         notebook.open_app("no-such-model")
     port = free_port()
