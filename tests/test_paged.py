@@ -211,3 +211,52 @@ def test_a_stores_free_blocks_take_no_resident_memory():
         paged._grow(1600)  # 1,600 blocks: 100 MB of free blocks
     assert paged.nbytes > 100 * 2**20
     assert resident_mb() - before < 25
+
+
+def test_a_session_with_the_full_cache_keeps_its_keys_once(llama):
+    """The heatmaps read their keys from the cache's own blocks (SmolLM2 kept every key twice: 23 kB
+    of its 138 kB a position), stepping alone, batched, after an undo and in a fork; the heatmaps
+    equal those of a session without the cache (whose keys are kept apart)."""
+    text = " ".join(["word"] * (BLOCK - 2))
+    gc.collect()
+    key_store = llama.model.record_key_store()
+    before = key_store.used_blocks
+    session, other = explorer.GenerationSession(llama, text), explorer.GenerationSession(llama, text + " word")
+    session.step()
+    session.undo()
+    for _ in range(4):  # across a block's end
+        batched_step([session, other])
+    fork = session.fork()
+    batched_step([fork, session])
+    assert key_store.used_blocks == before
+    for held in (session, other, fork):
+        assert held.attention.self_inputs.kept.key_sequence is held.cache.sequence
+    reference = explorer.GenerationSession(llama, text, use_cache=False)
+    for _ in range(5):
+        reference.step()
+    assert reference.attention.self_inputs.kept.key_sequence.store is key_store
+    same_views(session, reference)
+    same_views(fork, reference)
+
+
+def test_kept_keys_stay_right_when_the_cache_is_switched_off_and_on_again(llama):
+    text = " ".join(["word"] * (BLOCK - 2))
+    session = explorer.GenerationSession(llama, text)
+    session.step()
+    session.set_use_cache(False)  # the cache goes: its blocks stay, holding the kept keys
+    session.step()
+    session.set_use_cache(True)  # a new cache: the keys go on where they were
+    batched_step([session, explorer.GenerationSession(llama, "The")])
+    session.step()
+    reference = explorer.GenerationSession(llama, text, use_cache=False)
+    for _ in range(4):
+        reference.step()
+    same_views(session, reference)
+
+
+def same_views(session, reference) -> None:
+    """The same tokens, next distribution and heatmaps (``reference`` steps without the cache)."""
+    assert session.token_ids == reference.token_ids
+    assert float((session.next_logits() - reference.next_logits()).abs().max()) <= 1e-5
+    for layer in range(session.config.n_layers):
+        np.testing.assert_allclose(session.self_attention(layer), reference.self_attention(layer), atol=1e-5)

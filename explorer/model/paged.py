@@ -311,8 +311,9 @@ _STORES_LOCK = threading.Lock()
 
 
 def store_of(model: torch.nn.Module, kind: str, fields: dict[str, int], n_layers: int, head_dim: int) -> PagedStore:
-    """The model's one store of this kind ("cache": keys and values; "record": the queries and keys
-    the heatmaps read), made on first use on the model's device and in its dtype."""
+    """The model's one store of this kind ("cache": keys and values; "record": the queries the
+    heatmaps read; "record keys": their keys where no cache holds them), made on first use on the
+    model's device and in its dtype."""
     with _STORES_LOCK:
         stores = _STORES.setdefault(model, {})
         if kind not in stores:
