@@ -137,7 +137,7 @@ def against_transformers(loaded, repeats: int, size: int = 32) -> None:
 
 def held_bytes(model) -> int:
     """Bytes of the blocks in use in the model's stores (the cache's and the kept queries' and keys')."""
-    stores = (model.cache_store(), model.record_store())
+    stores = (model.cache_store(), model.record_store(), model.record_key_store())
     return sum(store.used_blocks * store.bytes_per_position() * BLOCK for store in stores)
 
 

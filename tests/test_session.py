@@ -208,3 +208,19 @@ def test_a_session_is_freed_as_soon_as_it_is_dropped(checkpoints, family):
         assert dropped() is None
     finally:
         gc.enable()
+
+
+def test_the_attention_rows_a_view_computed_grow_by_a_quarter_not_double():
+    """The rows of the layer on screen are square, (heads, rows, rows): doubling the rows when the
+    first step came after a ~190-token prompt held four times their bytes (160 MB over a class of
+    30 SmolLM2 sessions)."""
+    from explorer.model.cache import grown_capacity
+    from explorer.session.attention_store import AttentionRows
+
+    rows = AttentionRows(heads=2, keys_fixed=None, limit=4096)
+    rows.extend(np.ones((2, 190, 190), dtype=np.float32))  # the prompt's rows
+    rows.extend(np.ones((2, 1, 191), dtype=np.float32))  # a step's
+    assert rows.buffer.shape[1] == rows.buffer.shape[2] <= grown_capacity(191)  # 380 when doubled
+    expected = np.zeros((2, 191, 191), dtype=np.float32)
+    expected[:, :190, :190] = expected[:, 190] = 1.0
+    assert np.array_equal(rows.view(0, 191, 191), expected)

@@ -200,9 +200,15 @@ class LanguageModel(nn.Module):
         return store_of(self, "cache", {"keys": c.n_kv_heads, "values": c.n_kv_heads}, c.n_layers, c.head_dim)
 
     def record_store(self) -> PagedStore:
-        """The store of what sessions keep for their heatmaps: the queries and keys of every position."""
+        """The store of what sessions keep for their heatmaps: the queries of every position."""
         c = self.config
-        return store_of(self, "record", {"queries": c.n_heads, "keys": c.n_kv_heads}, c.n_layers, c.head_dim)
+        return store_of(self, "record", {"queries": c.n_heads}, c.n_layers, c.head_dim)
+
+    def record_key_store(self) -> PagedStore:
+        """The store of the keys sessions keep for their heatmaps where their cache does not hold
+        them (a cache policy, the cache off): a session with the full cache reads its cache's."""
+        c = self.config
+        return store_of(self, "record keys", {"keys": c.n_kv_heads}, c.n_layers, c.head_dim)
 
     def unembed(self, residual: torch.Tensor) -> torch.Tensor:
         """Residual stream (..., d_model) -> vocabulary logits (..., vocab).

@@ -102,12 +102,18 @@ class GrowingKept:
 
 
 class PagedKept:
-    """Self-attention's kept rows: the queries and keys of every position, in the model's record
-    store (``explorer/model/paged.py``), one block table for both. A batched step writes every
-    session's new rows with one call per layer (``keep_batch``)."""
+    """Self-attention's kept rows: the queries of every position in the model's record store
+    (``explorer/model/paged.py``), and their keys. The keys are the session's cache's own blocks
+    when its cache holds the same keys (the full cache: no policy evicts one), else a sequence of
+    their own in the model's store of kept keys: SmolLM2's keys were kept twice, 23 kB a position
+    of its 138. A batched step writes every session's new rows with one call per layer
+    (``keep_batch``)."""
 
-    def __init__(self, store: PagedStore) -> None:
-        self.sequence = PagedSequence(store)
+    def __init__(self, store: PagedStore, key_store: PagedStore) -> None:
+        self.sequence = PagedSequence(store)  # the queries
+        self.key_store = key_store
+        # The keys: the cache's sequence (borrowed: the cache writes them) or one of the key store's.
+        self.key_sequence: PagedSequence | None = None
         self.lengths = [0] * store.n_layers  # rows kept per layer (a pass keeps layer by layer)
 
     @property
@@ -121,51 +127,113 @@ class PagedKept:
     def capacity(self) -> int:
         return self.sequence.capacity
 
-    def add(self, layer: int, queries: torch.Tensor, keys: torch.Tensor | None) -> None:
-        """queries (heads, new, hd) and keys (kv_heads, new, hd) of the same new positions."""
+    def borrows(self, cache_keys: PagedSequence | None) -> bool:
+        """Whether the keys kept are ``cache_keys``, which the pass has written already."""
+        return cache_keys is not None and self.key_sequence is cache_keys
+
+    def keys_for(self, cache_keys: PagedSequence | None) -> PagedSequence:
+        """Where the keys go: the cache's (``cache_keys``: the session's cache holds the same keys)
+        when this session keeps its first rows; a sequence of its own otherwise."""
+        if self.key_sequence is None:
+            self.key_sequence = cache_keys if cache_keys is not None else PagedSequence(self.key_store)
+        return self.key_sequence
+
+    def add(
+        self, layer: int, queries: torch.Tensor, keys: torch.Tensor | None, cache_keys: PagedSequence | None = None
+    ) -> None:
+        """queries (heads, new, hd) and keys (kv_heads, new, hd) of the same new positions;
+        ``cache_keys``: the session's cache's sequence if it holds these keys (``held_keys``)."""
         start, end = self.lengths[layer], self.lengths[layer] + queries.shape[1]
+        key_sequence = self.keys_for(cache_keys)
         if layer == 0:
             self.sequence.prepare(start, end)
-        self.sequence.write(layer, start, {"queries": queries, "keys": keys})
+            if not self.borrows(cache_keys):
+                key_sequence.prepare(start, end)
+        self.sequence.write(layer, start, {"queries": queries})
+        if not self.borrows(cache_keys):
+            key_sequence.write(layer, start, {"keys": keys})
         self.lengths[layer] = self.sequence.length = end
 
     def queries(self, layer: int, first: int, last: int) -> torch.Tensor:
         return self.sequence.read(layer, "queries", last, first)  # (heads, Tq, hd)
 
     def keys(self, layer: int, last: int | None = None) -> torch.Tensor:
-        return self.sequence.read(layer, "keys", self.lengths[layer] if last is None else last)  # (kv_heads, Tk, hd)
+        end = self.lengths[layer] if last is None else last
+        return self.key_sequence.read(layer, "keys", end)  # (kv_heads, Tk, hd)
 
     def truncate(self, rows: int) -> None:
         self.lengths = [min(n, rows) for n in self.lengths]
         self.sequence.truncate(rows)
+        if rows == 0:  # a new start (rebuild_cache): the keys go where the next pass says
+            self.key_sequence = None
+        elif self.key_sequence is not None:
+            self.key_sequence.truncate(rows)
 
     @property
     def nbytes(self) -> int:
-        return self.sequence.nbytes
+        """Bytes of the queries and keys kept (the keys counted whether or not the cache holds them)."""
+        return self.sequence.nbytes + self.rows * self.key_store.bytes_per_position()
 
-    def fork(self) -> PagedKept:
-        """The same rows, their blocks shared until either writes (``PagedSequence.fork``)."""
+    def fork(self, cache_keys: PagedSequence | None = None) -> PagedKept:
+        """The same rows, their blocks shared until either writes (``PagedSequence.fork``); the keys
+        are ``cache_keys`` (the forked cache's) where this one's were its cache's."""
         other = copy.copy(self)
         other.sequence, other.lengths = self.sequence.fork(), list(self.lengths)
+        if cache_keys is None and self.key_sequence is not None:
+            other.key_sequence = self.key_sequence.fork()
+        elif cache_keys is not None:
+            other.key_sequence = cache_keys
         return other
 
 
-def keep_batch(kept: list[PagedKept], trace: Trace, n_layers: int, batch_rows: list[int] | None = None) -> None:
+def keep_batch(
+    kept: list[PagedKept],
+    trace: Trace,
+    n_layers: int,
+    batch_rows: list[int] | None = None,
+    cache_keys: list[PagedSequence | None] | None = None,
+) -> None:
     """Row ``batch_rows[i]`` (by default i) of a batched step's trace (one new position per row) joins
-    ``kept[i]``: per layer, one write for the whole batch. Every ``kept`` is in one store."""
+    ``kept[i]``: per layer, one write of the queries for the whole batch, and one of the keys for
+    the rows whose cache does not hold them already (``cache_keys[i]``, see ``PagedKept.add``).
+    Every ``kept`` is in one store."""
     store = kept[0].sequence.store
+    cache_keys = cache_keys or [None] * len(kept)
     for rows in kept:
         rows.sequence.prepare(rows.rows, rows.rows + 1)
     slots = torch.tensor([rows.sequence.slot(rows.rows) for rows in kept], device=store.device)  # (B,)
+    own_keys = _own_key_writes(kept, cache_keys)
     for layer in range(n_layers):
         name = f"decoder.{layer}.self_attn"
         queries, keys = trace[f"{name}.q"][:, :, -1], trace[f"{name}.k"][:, :, -1]  # (B, heads or kv_heads, hd)
         if batch_rows is not None and len(batch_rows) != queries.shape[0]:
             queries, keys = queries[batch_rows], keys[batch_rows]
-        store.write(layer, slots, {"queries": queries.transpose(0, 1), "keys": keys.transpose(0, 1)})
+        store.write(layer, slots, {"queries": queries.transpose(0, 1)})
+        for key_store, (rows, key_slots) in own_keys.items():
+            key_store.write(layer, key_slots, {"keys": keys[rows].transpose(0, 1)})
     for rows in kept:
         rows.lengths = [n + 1 for n in rows.lengths]
         rows.sequence.length = rows.lengths[0]
+
+
+def _own_key_writes(kept: list[PagedKept], cache_keys: list[PagedSequence | None]) -> dict:
+    """{store: ((N,) rows of the batch, (N,) slots)}: where the new keys of the rows whose cache
+    does not hold them go, per store (their own key store, or a cache's sequence they kept after
+    the cache was switched off or replaced); at most two stores."""
+    writes: dict[PagedStore, tuple[list[int], list[int]]] = {}
+    for i, (rows, cached) in enumerate(zip(kept, cache_keys, strict=True)):
+        key_sequence = rows.keys_for(cached)
+        if rows.borrows(cached):
+            continue
+        key_sequence.prepare(rows.rows, rows.rows + 1)
+        key_sequence.length = rows.rows + 1
+        batch, slots = writes.setdefault(key_sequence.store, ([], []))
+        batch.append(i)
+        slots.append(key_sequence.slot(rows.rows))
+    return {
+        key_store: (torch.tensor(batch), torch.tensor(slots, device=key_store.device))
+        for key_store, (batch, slots) in writes.items()
+    }
 
 
 class AttentionRows:
@@ -188,7 +256,10 @@ class AttentionRows:
         """Append (heads, n, keys) rows, keys being the row count after them (causal) or fixed."""
         end = self.rows + new_rows.shape[1]
         if end > self.buffer.shape[1]:
-            capacity = max(end, min(2 * self.buffer.shape[1], self.limit))
+            # Room for a quarter more (grown_capacity, like the cache), not double: the buffer is
+            # square, so doubling the rows quadrupled its bytes (a ~190-token SmolLM2 session held
+            # (9, 384, 384) floats, 5.3 MB, for 1.4 MB of rows: 160 MB over a class of 30).
+            capacity = max(end, min(grown_capacity(end), self.limit))
             grown = np.zeros((self.heads, capacity, self.keys_fixed or capacity), dtype=np.float32)
             grown[:, : self.rows, : self.buffer.shape[2]] = self.buffer[:, : self.rows]
             self.buffer = grown
@@ -250,10 +321,11 @@ class AttentionInputs:
         None after that)."""
         self.kept.add(layer, queries, keys)
 
-    def fork(self) -> AttentionInputs:
+    def fork(self, cache_keys: PagedSequence | None = None) -> AttentionInputs:
         """The same kept rows (forked); the probabilities a view computed are computed again on demand."""
         other = copy.copy(self)
-        other.kept, other._computed = self.kept.fork(), None
+        other.kept = self.kept.fork(cache_keys) if cache_keys is not None else self.kept.fork()
+        other._computed = None
         return other
 
     def truncate(self, rows: int) -> None:
@@ -319,13 +391,14 @@ class SessionAttention:
         max_rows: int,
         position_bias: Callable[[torch.Tensor], torch.Tensor | None],
         record_store: PagedStore,
+        key_store: PagedStore,
     ) -> None:
         self.config = config
         n, scale = config.n_layers, config.score_scale
         windows = [config.window_of(i) for i in range(n)]
         heads = config.n_heads
         self.self_inputs = AttentionInputs(
-            PagedKept(record_store), heads, True, max_rows, scale, windows, position_bias
+            PagedKept(record_store, key_store), heads, True, max_rows, scale, windows, position_bias
         )
         n_cross = n if config.is_encoder_decoder else 0
         self.cross_inputs = AttentionInputs(GrowingKept(n_cross, max_rows), heads, False, max_rows, scale)
@@ -336,11 +409,13 @@ class SessionAttention:
         for i in range(self.config.n_encoder_layers):
             self.encoder_probs.append(trace.self_attention(i, "encoder")[0].float().cpu().numpy())
 
-    def keep(self, trace: Trace, n_new: int) -> None:
-        """The queries of the newest ``n_new`` positions, and the keys they added, of every layer."""
+    def keep(self, trace: Trace, n_new: int, cache_keys: PagedSequence | None = None) -> None:
+        """The queries of the newest ``n_new`` positions, and the keys they added, of every layer
+        (``cache_keys``: the session's cache's sequence when it holds these keys; ``PagedKept``)."""
+        kept = self.self_inputs.kept
         for i in range(self.config.n_layers):
             name = f"decoder.{i}.self_attn"
-            self.self_inputs.add(i, trace[f"{name}.q"][0, :, -n_new:], trace[f"{name}.k"][0, :, -n_new:])
+            kept.add(i, trace[f"{name}.q"][0, :, -n_new:], trace[f"{name}.k"][0, :, -n_new:], cache_keys)
         self.keep_cross(trace, n_new)
 
     def keep_cross(self, trace: Trace, n_new: int) -> None:
@@ -353,10 +428,11 @@ class SessionAttention:
             keys = trace[f"{name}.k"][0] if f"{name}.k" in trace else None
             self.cross_inputs.add(i, trace[f"{name}.q"][0, :, -n_new:], keys)
 
-    def fork(self) -> SessionAttention:
-        """A copy for a forked session (``GenerationSession.fork``): the kept rows shared."""
+    def fork(self, cache_keys: PagedSequence | None = None) -> SessionAttention:
+        """A copy for a forked session (``GenerationSession.fork``): the kept rows shared; the keys
+        ``cache_keys`` (the forked cache's sequence) where this session's are its cache's."""
         other = copy.copy(self)
-        other.self_inputs, other.cross_inputs = self.self_inputs.fork(), self.cross_inputs.fork()
+        other.self_inputs, other.cross_inputs = self.self_inputs.fork(cache_keys), self.cross_inputs.fork()
         return other
 
     def truncate(self, rows: int) -> None:

@@ -81,7 +81,9 @@ class SessionCore(SessionPasses, SessionReading):
         self.memory: torch.Tensor | None = None
         self.model_device = next(self.model.parameters()).device
         bias = functools.partial(decoder_position_bias, self.model.decoder, self.model_device)  # T5's
-        self.attention = SessionAttention(self.config, self.max_positions, bias, self.model.record_store())
+        self.attention = SessionAttention(
+            self.config, self.max_positions, bias, self.model.record_store(), self.model.record_key_store()
+        )
         self.attention.self_inputs.evictions = self.cache_plan.eviction_log
         self._next_logits: torch.Tensor | None = None  # (vocab,) for the next position
         self.newest_residuals: torch.Tensor | None = None  # (layers + 1, d_model): see take_in

@@ -106,7 +106,8 @@ class GenerationSession(SessionCore):
         other.token_ids, other._token_texts = list(self.token_ids), list(self._token_texts)
         other.steps, other.timings = list(self.steps), list(self.timings)
         other.cache = self.cache.fork() if self.cache is not None else None
-        other.attention = self.attention.fork()
+        borrowed = self.attention.self_inputs.kept.borrows(self.held_keys())  # the kept keys are the cache's
+        other.attention = self.attention.fork(other.held_keys() if borrowed else None)
         return other
 
     def with_interventions(self, interventions: Sequence[Intervention]) -> GenerationSession:

@@ -10,6 +10,7 @@ import torch
 
 from explorer.errors import InputError
 from explorer.model import ATTENTION, NOTHING, KVCache, Output, Record, Trace
+from explorer.model.paged import PagedSequence
 from explorer.model.trace import residual_stream_names
 from explorer.session.results import timed
 
@@ -70,7 +71,7 @@ class SessionPasses:
             output, elapsed_ms = self.pass_over(start, end)
             total_ms += elapsed_ms
             if "qk" in output.trace.record:
-                self.attention.keep(output.trace, end - start)
+                self.attention.keep(output.trace, end - start, self.held_keys())
         start, end = passes[-1]
         output, elapsed_ms = self.pass_over(start, end)
         self.absorb(output.logits[0, -1], output.trace, end - start)
@@ -106,7 +107,16 @@ class SessionPasses:
             residuals = torch.stack([trace[name][0, -1] for name in names])  # (layers + 1, d)
         self.take_in(logits, residuals)
         if "qk" in trace.record:
-            self.attention.keep(trace, n_new)
+            self.attention.keep(trace, n_new, self.held_keys())
+
+    def held_keys(self) -> PagedSequence | None:
+        """The cache's sequence when it holds the very keys the heatmaps read (the full cache in
+        the model's store; no intervention at the taps): the kept rows read their keys there
+        instead of keeping a copy (``PagedKept``). None otherwise."""
+        cache = self.cache
+        if type(cache) is not KVCache or cache.store is not self.model.cache_store() or self.interventions:
+            return None
+        return cache.sequence
 
     def take_in(self, logits: torch.Tensor, residuals: torch.Tensor | None) -> None:
         """The next distribution's logits (vocab,) and the newest position's residual stream

@@ -119,7 +119,8 @@ def _take_in_together(sessions: list[SessionCore], output: Output) -> None:
     keeping = [b for b, session in enumerate(sessions) if "qk" in session.record]
     if keeping:
         kept = [sessions[b].attention.self_inputs.kept for b in keeping]
-        keep_batch(kept, trace, first.config.n_layers, batch_rows=keeping)
+        cache_keys = [sessions[b].held_keys() for b in keeping]
+        keep_batch(kept, trace, first.config.n_layers, batch_rows=keeping, cache_keys=cache_keys)
     for b, session in enumerate(sessions):
         session.take_in(logits[b], None if residuals is None else residuals[b])
         if "qk" in session.record and first.is_encoder_decoder:
