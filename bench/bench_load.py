@@ -45,8 +45,8 @@ CLASS = ClassPlan(translator_every=3, think_s=(1.0, 3.0))
 NO_PAUSE = ClassPlan(translator_every=3)
 LONG = ClassPlan(translator_every=10**6, prompt_words=60)  # every user on SmolLM2, ~200 tokens after 15 steps
 PLANS = {"class": CLASS, "no pause": NO_PAUSE, "long": LONG}
-TARGETS = "targets: class p95 <= 1000 ms, p50 <= 600 ms, 0 errors, 0 cross-talk; 20 users p95 <= 3x one user's; " \
-    "30 sessions of 200 tokens <= 2500 MB"  # fmt: skip
+TARGETS = "targets: class p95 <= 1000 ms, p50 <= 600 ms, 0 errors, 0 cross-talk; 20 users p95 <= 5x one user's; " \
+    "30 sessions of 200 tokens <= 2000 MB (issue 41's targets)"  # fmt: skip
 
 
 def batch_curve(sizes=(1, 2, 4, 8, 16, 32), context_words: int = 150, repeats: int = 5) -> None:
