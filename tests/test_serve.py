@@ -53,6 +53,24 @@ def test_the_configuration_routes_each_cookie_to_its_replica_with_the_others_as_
 
 
 @pytest.mark.skipif(nginx.find_nginx() is None, reason="nginx is not installed (Debian: apt-get install nginx)")
+def test_nginx_lets_an_idle_connection_go_before_a_replica_closes_it(tmp_path):
+    """A connection nginx reused just as the replica's uvicorn closed it for idling was a
+    "connection reset by peer", counted as the replica failing: the request and the page's routing
+    cookie went to the other replica (seen in tests/browser/test_replicas.py under load). Every
+    upstream keeps idle connections for less time than uvicorn does, as Gradio starts it."""
+    import re
+
+    import uvicorn
+
+    text = nginx.render(UPSTREAMS, "127.0.0.1:8080", tmp_path)
+    blocks = re.findall(r"upstream (\w+) \{(.*?)\}", text, flags=re.S)
+    assert len(blocks) == len(UPSTREAMS) + 1  # everyone, and one per replica
+    replica_idle_s = uvicorn.Config(app=None).timeout_keep_alive
+    for name, body in blocks:
+        kept = re.search(r"keepalive_timeout (\d+)s;", body)
+        assert kept and int(kept.group(1)) < replica_idle_s, name
+
+
 def test_nginx_itself_accepts_the_configuration(tmp_path):
     (tmp_path / "nginx.conf").write_text(nginx.render(UPSTREAMS, "127.0.0.1:8080", tmp_path))
     nginx.check(nginx.find_nginx(), tmp_path)  # nginx -t: raises with nginx's words if not

@@ -14,6 +14,11 @@ from explorer.serve import arguments
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "deploy" / "nginx.conf.template"
 FAIL_TIMEOUT_S = 5  # a replica that refused a connection is left out this long, then tried again
+# An idle connection to a replica is let go after this long: under uvicorn's keep-alive (5 s), so
+# nginx never reuses one the replica is closing. Reusing it was a "connection reset by peer" that
+# counted as the replica failing (max_fails=1): the request, and the page's routing cookie, went
+# to the other replica.
+KEEPALIVE_S = 4
 SEARCHED = ("/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx")
 # The address nginx connects to the replicas from (a loopback address of its own: on Linux every
 # 127.x.y.z is this machine's); the replicas believe X-Forwarded-For from it only.
@@ -45,6 +50,7 @@ def render(
         "pool_by_cookie": lines(f"{u.name} replica_{u.name};" for u in upstreams),
         "name_by_address": lines(f'"~(^|\\s){re.escape(u.address)}$" {u.name};' for u in upstreams),
         "servers": lines(server_line(u) for u in upstreams),
+        "keepalive_s": str(KEEPALIVE_S),
         "upstreams_by_replica": "\n".join(by_replica(u, upstreams) for u in upstreams),
     }
     text = quote_run_dir_paths(template.read_text(), run_dir)
@@ -77,7 +83,8 @@ def server_line(upstream: Upstream, backup: bool = False) -> str:
 def by_replica(upstream: Upstream, everyone: list[Upstream]) -> str:
     """The pool a browser with this replica's cookie goes to: the replica, then the others as backups."""
     servers = [server_line(upstream)] + [server_line(u, backup=True) for u in everyone if u != upstream]
-    return f"    upstream replica_{upstream.name} {{\n{lines(servers)}\n        keepalive 8;\n    }}"
+    keep = f"        keepalive 8;\n        keepalive_timeout {KEEPALIVE_S}s;"
+    return f"    upstream replica_{upstream.name} {{\n{lines(servers)}\n{keep}\n    }}"
 
 
 def find_nginx() -> str | None:
