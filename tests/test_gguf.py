@@ -102,9 +102,7 @@ def test_a_process_that_waited_for_a_conversion_reads_it_instead_of_converting_a
         other = threading.Thread(target=lambda: results.append(checkpoints.load_gguf_with_cache(path, folder, False)))
         other.start()
         assert waiting.wait(30)  # the other found no cache and now waits for the lock
-        config, state = checkpoints.read_gguf(path, progress=False)
-        tokenizer = checkpoints.load_tokenizer(path.parent, gguf_file=path.name)
-        checkpoints.save_converted(folder, config, state, tokenizer, checkpoints.source_of(path))
+        checkpoints.convert_into(path, folder, progress=False)
     other.join(60)
     assert results and results[0][3] is False  # read, not converted again
 

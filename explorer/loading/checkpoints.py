@@ -161,8 +161,13 @@ def load_gguf_with_cache(gguf_path: Path, cache_folder: Path, progress: bool = T
         cached = read_converted(cache_folder, source)  # converted by another process while this one waited
         if cached is not None:
             return (*cached, load_tokenizer(cache_folder), False)
-        config, state = read_gguf(gguf_path, progress=progress)
-        tokenizer = load_tokenizer(gguf_path.parent, gguf_file=gguf_path.name)
-        with contextlib.suppress(OSError):  # a read-only cache folder only costs speed next time
-            save_converted(cache_folder, config, state, tokenizer, source)
-    return config, state, tokenizer, True
+        return (*convert_into(gguf_path, cache_folder, progress), True)
+
+
+def convert_into(gguf_path: Path, cache_folder: Path, progress: bool = True):
+    """(config, state, tokenizer) read from the GGUF, and written to ``cache_folder`` when it can be."""
+    config, state = read_gguf(gguf_path, progress=progress)
+    tokenizer = load_tokenizer(gguf_path.parent, gguf_file=gguf_path.name)
+    with contextlib.suppress(OSError):  # a read-only cache folder only costs speed next time
+        save_converted(cache_folder, config, state, tokenizer, source_of(gguf_path))
+    return config, state, tokenizer
