@@ -167,12 +167,10 @@ def test_slots_never_written_hold_zeros_not_whatever_memory_held():
     written(sequence, 1, 0, 5, 2.0)
     written(PagedSequence(paged), 0, 0, 200 * BLOCK, 1.0)  # grows the store past its first blocks
     block = sequence.blocks[0]
-    assert torch.equal(
-        paged.tensors["keys"][1][:, block * BLOCK + 5 : (block + 1) * BLOCK], torch.zeros(2, BLOCK - 5, 4)
-    )
+    assert torch.equal(paged.tensors["keys"][1][block * BLOCK + 5 : (block + 1) * BLOCK], torch.zeros(BLOCK - 5, 2, 4))
     held = [b for s in (sequence,) for b in s.blocks]  # the free blocks are never read: left untouched
     for layer in paged.tensors["keys"]:
-        assert not layer.view(2, -1, BLOCK, 4)[:, held].isnan().any()
+        assert not layer.view(-1, BLOCK, 2, 4)[held].isnan().any()
 
 
 def test_a_block_is_zeroed_when_handed_out_whatever_its_memory_held():

@@ -3,11 +3,13 @@
 A class of students steps one model. If every session kept its keys and values in tensors of its
 own, a batched step would have to visit each session's tensors in turn, in every layer: Python
 work (and a GIL hand-over) per session. Here every session's positions live in one store per
-model, per layer one tensor (heads, slots, head_dim) for each field it keeps (keys, values, or
+model, per layer one tensor (slots, heads, head_dim) for each field it keeps (keys, values, or
 the queries the heatmaps are computed from). A session owns a list of blocks of ``BLOCK`` slots
 (its *block table*, as in vLLM's PagedAttention), so a batch reads all its sessions' keys with one
-indexed read per layer (whole blocks: each head's a contiguous (BLOCK, head_dim) chunk) and
-writes their new keys with one indexed write.
+indexed read per layer (whole blocks: each a contiguous (BLOCK, heads, head_dim) chunk) and
+writes their new keys with one indexed write. Slots come first, heads second, so that a block
+of every head is one chunk of memory: the batch's read copies whole chunks, 7x faster than a
+layout of heads first, whose read gathers one small piece a head (`bench/bench_batch.py`).
 
 The store grows by half when it runs out of free blocks and halves again when three quarters of
 it lie unused with the upper half free, so the memory a class took goes back when it leaves.
@@ -36,7 +38,7 @@ FIRST_BLOCKS = 64  # the store's first size, in blocks (1,024 positions)
 
 
 class PagedStore:
-    """Per layer and field a (heads, blocks x BLOCK, head_dim) tensor, handed out in blocks."""
+    """Per layer and field a (blocks x BLOCK, heads, head_dim) tensor, handed out in blocks."""
 
     def __init__(
         self,
@@ -50,7 +52,7 @@ class PagedStore:
         self.dtype, self.device = dtype, torch.device(device)
         element = torch.empty((), dtype=dtype).element_size()
         self._position_bytes = sum(self.fields.values()) * head_dim * n_layers * element  # every layer and field
-        # Per field, one (heads, slots, hd) tensor a layer: the store grows and shrinks a layer at a
+        # Per field, one (slots, heads, hd) tensor a layer: the store grows and shrinks a layer at a
         # time, so the copy in flight is one layer's, not the whole store's (the process's peak memory).
         self.tensors = {name: [self._empty(heads, 0) for _ in range(n_layers)] for name, heads in self.fields.items()}
         self.refs: list[int] = []  # per block: how many sequences hold it (0: free)
@@ -68,15 +70,15 @@ class PagedStore:
         # it hands it out (a batch reads the slots past a row's length, masked with weight 0, and
         # 0 x NaN from never-written memory would be NaN).
         with torch.inference_mode(False):
-            return torch.empty((heads, blocks * BLOCK, self.head_dim), dtype=self.dtype, device=self.device)
+            return torch.empty((blocks * BLOCK, heads, self.head_dim), dtype=self.dtype, device=self.device)
 
     def _zero(self, blocks: list[int]) -> None:
         """Zero these blocks in every layer and field (the lock held)."""
         index = torch.tensor(blocks, dtype=torch.long, device=self.device)
         for layers in self.tensors.values():
             for tensor in layers:
-                heads, _, head_dim = tensor.shape
-                tensor.view(heads, -1, BLOCK, head_dim).index_fill_(1, index, 0)
+                _, heads, head_dim = tensor.shape
+                tensor.view(-1, BLOCK, heads, head_dim).index_fill_(0, index, 0)
 
     @property
     def n_blocks(self) -> int:
@@ -141,8 +143,8 @@ class PagedStore:
             return
         for layers in self.tensors.values():
             for layer, tensor in enumerate(layers):
-                kept = self._empty(tensor.shape[0], half)
-                kept.copy_(tensor[:, : half * BLOCK])
+                kept = self._empty(tensor.shape[1], half)
+                kept.copy_(tensor[: half * BLOCK])
                 layers[layer] = kept
         del self.refs[half:]
         self.free = [block for block in self.free if block < half]
@@ -165,15 +167,15 @@ class PagedStore:
             src, dst = slice(source * BLOCK, (source + 1) * BLOCK), slice(target * BLOCK, (target + 1) * BLOCK)
             for layers in self.tensors.values():
                 for tensor in layers:
-                    tensor[:, dst] = tensor[:, src]
+                    tensor[dst] = tensor[src]
 
     def _grow(self, more: int) -> None:
         """``more`` blocks more (the lock held): new tensors, the old slots copied in."""
         old = self.n_blocks
         for layers in self.tensors.values():
             for layer, tensor in enumerate(layers):
-                grown = self._empty(tensor.shape[0], old + more)
-                grown[:, : old * BLOCK] = tensor
+                grown = self._empty(tensor.shape[1], old + more)
+                grown[: old * BLOCK] = tensor
                 layers[layer] = grown  # the old tensor goes now: one layer's copy in flight at a time
         self.refs.extend([0] * more)
         self.free = sorted(self.free + list(range(old, old + more)), reverse=True)
@@ -183,30 +185,34 @@ class PagedStore:
         """Write ``rows[name]`` (heads, N, head_dim) into the N ``slots`` of one layer."""
         with self.lock:
             for name, row in rows.items():
-                self.tensors[name][layer].index_copy_(1, slots, row.to(self.dtype))
+                tensor = self.tensors[name][layer]  # (slots, heads, hd)
+                if row.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr():
+                    # read from this store (a cache's keys, kept for the heatmaps by an older
+                    # sequence): PyTorch refuses to copy a tensor into itself
+                    row = row.clone()
+                tensor.index_copy_(0, slots, row.transpose(0, 1).to(self.dtype))
 
     def read(self, layer: int, name: str, slots: torch.Tensor) -> torch.Tensor:
-        """(heads, N, head_dim): one layer's ``name`` at the N ``slots`` (a copy)."""
+        """(heads, N, head_dim): one layer's ``name`` at the N ``slots`` (a copy, seen heads first)."""
         with self.lock:
-            return self.tensors[name][layer][:, slots]
+            return self.tensors[name][layer][slots].transpose(0, 1)
 
     def read_range(self, layer: int, name: str, start: int, end: int) -> torch.Tensor:
         """(heads, end - start, head_dim): slots start .. end - 1 (a view of the store)."""
         with self.lock:
-            return self.tensors[name][layer][:, start:end]
+            return self.tensors[name][layer][start:end].transpose(0, 1)
 
     def read_blocks(self, layer: int, name: str, tables: torch.Tensor, length: int) -> torch.Tensor:
         """(B, heads, length, head_dim): row b's first ``length`` positions, from the blocks in
-        ``tables[b]`` (B, blocks), copied a whole block at a time."""
+        ``tables[b]`` (B, blocks), copied a whole block at a time (a view, heads second in memory)."""
         batch, count = tables.shape
         with self.lock:
-            tensor = self.tensors[name][layer]  # (heads, slots, hd)
-            heads, _, head_dim = tensor.shape
-            # index_select of whole blocks: ~4x faster on CPU than indexing with the 2-D table.
-            blocks = tensor.view(heads, -1, BLOCK, head_dim).index_select(
-                1, tables.flatten()
-            )  # (heads, B x blocks, BLOCK, hd)
-        return blocks.view(heads, batch, count * BLOCK, head_dim)[:, :, :length].transpose(0, 1)
+            tensor = self.tensors[name][layer]  # (slots, heads, hd)
+            _, heads, head_dim = tensor.shape
+            blocks = tensor.view(-1, BLOCK, heads, head_dim).index_select(
+                0, tables.flatten()
+            )  # (B x blocks, BLOCK, heads, hd)
+        return blocks.view(batch, count * BLOCK, heads, head_dim)[:, :length].transpose(1, 2)
 
 
 class PagedSequence:
