@@ -122,6 +122,14 @@ class PagedBatch(CacheBatch):
             [c.sequence.slot(n) for c, n in zip(caches, self.lengths, strict=True)], device=device
         )
         self._tables, self._width, self._masks = self._block_tables(), max(self._lengths) + 1, {}
+        # Per field, the memory every layer's read is copied into (a layer's keys are used up by
+        # its attention before the next layer reads): fresh memory each time costs page faults.
+        self._read_into = {name: self._read_buffer(heads) for name, heads in self._store.fields.items()}
+
+    def _read_buffer(self, heads: int) -> torch.Tensor:
+        """(B x blocks, BLOCK, heads, hd): room for one layer's read of one field (``read_blocks``)."""
+        store = self._store
+        return torch.empty((self._tables.numel(), BLOCK, heads, store.head_dim), dtype=store.dtype, device=store.device)
 
     def _block_tables(self) -> torch.Tensor:
         """(B, blocks) each row's blocks for its positions up to the longest row's, padded with
@@ -166,8 +174,9 @@ class PagedBatch(CacheBatch):
         )
         for cache in self.caches:
             cache.advance(layer, 1)
-        all_keys = store.read_blocks(layer, "keys", self._tables, self._width)  # (B, kv_heads, T_max, hd)
-        all_values = store.read_blocks(layer, "values", self._tables, self._width)
+        into = self._read_into
+        all_keys = store.read_blocks(layer, "keys", self._tables, self._width, into["keys"])  # (B, kv_heads, T_max, hd)
+        all_values = store.read_blocks(layer, "values", self._tables, self._width, into["values"])
         return PaddedKV(all_keys, all_values, self.mask, keys, values)
 
 
