@@ -93,6 +93,19 @@ def test_sampling_stays_each_sessions_own(family):
         assert_same(batched, single)
 
 
+def test_each_batched_step_records_the_candidates_it_would_have_recorded_alone(family):
+    """The candidates a batch finds for all its rows at once (one softmax and top-k) are each
+    row's own, in order, with their texts: rows with different numbers of candidates included."""
+    name, loaded = family
+    counts = [10, 3, 10]
+    together = [explorer.GenerationSession(loaded, text, n_top=n) for text, n in zip(TEXTS[name], counts, strict=True)]
+    alone = [explorer.GenerationSession(loaded, text, n_top=n) for text, n in zip(TEXTS[name], counts, strict=True)]
+    batched = batched_step(together)
+    for session, result in zip(alone, batched, strict=True):
+        assert result.top_k == session.step().top_k
+        assert len(result.top_k) == session.n_top
+
+
 def test_the_cache_off_and_sessions_that_cannot_step_do_not_disturb_the_batch(family):
     name, loaded = family
     finished = explorer.GenerationSession(loaded, TEXTS[name][0])

@@ -48,6 +48,30 @@ def test_undo_never_removes_the_prompt(gpt2):
     assert session.token_ids == prompt
 
 
+def test_the_candidates_kept_for_the_page_follow_every_step_and_undo(gpt2):
+    """The top candidates are kept until the next position's logits come (the page asks, the next
+    step records them): after a step, an undo or a Reset's pass they are the new distribution's."""
+    session = explorer.GenerationSession(gpt2, "The quick brown fox")
+
+    def fresh(k):
+        values, ids = session.next_token_probabilities().topk(k)
+        return ids.tolist(), values.tolist()
+
+    def shown(k=None):
+        top = session.top_candidates(k)
+        return [t.token_id for t in top], [t.probability for t in top]
+
+    first = shown()
+    assert shown() == first == fresh(session.n_top)
+    assert shown(3) == fresh(3)  # another count is not the kept one cut short
+    session.step()
+    assert shown() == fresh(session.n_top) != first
+    session.undo()  # the last token is run again: the same candidates, from new logits
+    assert shown() == fresh(session.n_top) and shown()[0] == first[0]
+    session.set_use_cache(False)
+    assert shown() == fresh(session.n_top) and shown()[0] == first[0]
+
+
 def test_force_a_candidate_then_undo(gpt2):
     session = explorer.GenerationSession(gpt2, "The quick brown fox")
     candidate = session.top_candidates()[2]

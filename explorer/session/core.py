@@ -86,6 +86,7 @@ class SessionCore(SessionPasses, SessionReading):
         )
         self.attention.self_inputs.evictions = self.cache_plan.eviction_log
         self._next_logits: torch.Tensor | None = None  # (vocab,) for the next position
+        self._top_known: tuple = ()  # (logits, length, k, candidates): see top_candidates
         self.newest_residuals: torch.Tensor | None = None  # (layers + 1, d_model): see take_in
 
         prompt_ids = encode_input(loaded, text, chat, self.max_positions)
@@ -139,11 +140,26 @@ class SessionCore(SessionPasses, SessionReading):
         return self._next_logits.clone()
 
     def top_candidates(self, k: int | None = None) -> list[TopToken]:
-        probs = self.next_token_probabilities()
-        values, ids = probs.topk(k or self.n_top)
+        """The k most likely next tokens and the text each would add. Kept until the next
+        position's logits come: the page shows them after a step, and the next step records
+        them as the distribution its token was chosen from (the server's Python, once)."""
+        k = k or self.n_top
+        if not self.knows_top(k):
+            values, ids = self.next_token_probabilities().topk(k)
+            self.know_top(k, values, ids)
+        return list(self._top_known[3])
+
+    def knows_top(self, k: int) -> bool:
+        """Whether the top k candidates for the next token are known already."""
+        known = self._top_known
+        return bool(known) and known[0] is self._next_logits and known[1:3] == (len(self.token_ids), k)
+
+    def know_top(self, k: int, values: torch.Tensor, ids: torch.Tensor) -> None:
+        """Keep the top k probabilities ``values`` (k,) of the next token and their ``ids`` (k,)."""
         ids = ids.tolist()
         texts = continuation_texts(self.tokenizer, self.token_ids, ids)
-        return [TopToken(i, t, float(p)) for i, t, p in zip(ids, texts, values, strict=True)]
+        top = tuple(TopToken(i, t, float(p)) for i, t, p in zip(ids, texts, values, strict=True))
+        self._top_known = (self._next_logits, len(self.token_ids), k, top)
 
     def check_can_step(self) -> None:
         """Refuse a step past the end token or the session's room, saying what to do."""

@@ -28,7 +28,7 @@ class SessionFinished(InputError):
     """A step past the model's end token."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class TopToken:
     token_id: int
     text: str

@@ -99,6 +99,19 @@ def run_together(steps: list[Step]) -> list[StepResult]:
     return [step.finish(output.trace.row(b), elapsed_ms) for b, step in enumerate(steps)]
 
 
+def know_tops_together(sessions: list[SessionCore]) -> None:
+    """Each session's top candidates for its next token (what its step records), in one softmax
+    and one top-k for the batch, for the sessions whose page has not asked for them already.
+    Row by row the same numbers as each alone (``SessionCore.top_candidates``)."""
+    unknown = [session for session in sessions if not session.knows_top(session.n_top)]
+    for k in {session.n_top for session in unknown}:
+        rows = [session for session in unknown if session.n_top == k]
+        logits = torch.stack([session._next_logits for session in rows]).float()  # (B, vocab)
+        values, ids = logits.softmax(-1).topk(k)  # (B, k) each
+        for b, session in enumerate(rows):
+            session.know_top(k, values[b], ids[b])
+
+
 def _batch_record(sessions: list[SessionCore]) -> Record:
     """What the batched pass keeps: what any of its sessions' steps keeps (a session under a
     quantized cache keeps no queries and keys; the others' rows do)."""
