@@ -14,7 +14,13 @@ Measured:
 - the class's Step round trip with the workshop running, against the same class without it,
   back to back in this run (targets as bench_load.py: p95 <= 1000 ms, p50 <= 600 ms).
 
-    python bench/bench_workshop.py [--rounds 6]
+With ``--explorers 10`` (issue 41's class), the thirty join and follow the teacher, who steps
+their own text every 1.5 s during the rounds; only ten students step their own texts (which takes
+them off the teacher's view); the other twenty follow (each of the teacher's steps is a follow
+Sync on their page: in one process a fork of the teacher's session, no pass). Measured besides:
+the teacher's Step, the followers' Sync round trips, and the server's peak memory.
+
+    python bench/bench_workshop.py [--rounds 6] [--explorers 10]
 Prints tables; not a test.
 """
 
@@ -40,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 
-from bench.bench_load import cpu_seconds  # noqa: E402
+from bench.bench_load import cpu_seconds, peak_rss_mb  # noqa: E402
 from explorer.workshop import database  # noqa: E402
 from tests.browser.conftest import ARTIFACTS, running_app, running_replicas  # noqa: E402
 from tests.browser.load import (  # noqa: E402
@@ -89,6 +95,7 @@ class PolledPage:
         self.client, self.code, self.teacher = client, code, teacher
         self.live = live or {}  # a student's seat as their page reads it: token, following
         self.stop, self.syncs, self.requests = threading.Event(), 0, 0
+        self.follow_ms: list[float] = []  # each follow Sync's round trip (a following student's page)
         self.on_sync = None  # called with each Sync's outputs (the teacher's: the count it shows)
         self.shown_round = None  # the question this page has shown (a student answers only then)
         self.thread = threading.Thread(target=self.run, daemon=True)
@@ -121,7 +128,9 @@ class PolledPage:
                 if not self.ask_round():
                     continue
                 if moved and self.live.get("following"):
+                    begin = time.perf_counter()
                     self.live = live_seat(self.client.predict(api_name="/on_follow_sync")) or self.live
+                    self.follow_ms.append((time.perf_counter() - begin) * 1000)
                     self.syncs += 1
 
     def ask_round(self) -> bool:
@@ -183,10 +192,14 @@ def stored_answers(db_url: str, round_id: int) -> tuple[int, int]:
     return len(found), len({r.student for r in found})
 
 
-def workshop_class(url: str, db_url: str, rounds: int) -> tuple[LoadReport, list[dict]]:
+def workshop_class(
+    url: str, db_url: str, rounds: int, explorers: int = STUDENTS
+) -> tuple[LoadReport, list[dict], dict]:
     """The class of bench_load.py (the same users, texts and thinking) in a workshop: each joins,
-    its page polls, and it steps its own text (which takes it off the teacher's view, as a student
-    exploring alone) while the teacher asks and reveals."""
+    its page polls, and the first ``explorers`` step their own texts (which takes them off the
+    teacher's view, as students exploring alone) while the teacher asks and reveals. With fewer
+    than all exploring, the teacher steps their own text meanwhile and the rest follow it.
+    Returns the explorers' steps, the rounds, and the teacher's steps and followers' Syncs (ms)."""
     teacher, code, teacher_seat = start_teacher(url)
     students, seats = [], []
     for u in range(STUDENTS):
@@ -202,19 +215,38 @@ def workshop_class(url: str, db_url: str, rounds: int) -> tuple[LoadReport, list
         page.shown_round = "any" if NO_SYNC and page in pages else None
         if not NO_SYNC or page is teacher_page:
             page.thread.start()
-    stepping = [UserRun(u) for u in range(STUDENTS)]
-    ready = threading.Barrier(STUDENTS + 1, timeout=600)
-    steppers = [threading.Thread(target=step_own, args=(c, u, stepping[u], ready)) for u, c in enumerate(students)]
+    stepping = [UserRun(u) for u in range(explorers)]
+    ready = threading.Barrier(explorers + 1, timeout=600)
+    steppers = [threading.Thread(target=step_own, args=(students[u], u, stepping[u], ready)) for u in range(explorers)]
     for thread in steppers:
         thread.start()
-    ready.wait()  # every student has their own text loaded
+    ready.wait()  # every explorer has their own text loaded
+    teacher_run, leading = UserRun(-1), threading.Event()
+    if explorers < STUDENTS:
+        threading.Thread(target=teacher_steps, args=(teacher, teacher_run, leading), daemon=True).start()
     begin = time.perf_counter()
     results = [ask_round(teacher, pages, counts, db_url, r) for r in range(rounds)]
+    leading.set()
     for thread in steppers:
         thread.join()
     for page in (*pages, teacher_page):
         page.stop.set()
-    return LoadReport(STUDENTS, 15, stepping, time.perf_counter() - begin), results
+    following = {"teacher": teacher_run.latencies_ms, "follow": [ms for page in pages for ms in page.follow_ms]}
+    return LoadReport(explorers, 15, stepping, time.perf_counter() - begin), results, following
+
+
+def teacher_steps(teacher: Page, run: UserRun, done: threading.Event, every_s: float = 1.5) -> None:
+    """The teacher steps their own text every ``every_s`` until ``done`` (again from the start at
+    the end token): each step moves the view the following students take."""
+    text = "The capital of France is"
+    teacher.predict(text, *SETTINGS, api_name="/on_reset")
+    while not done.wait(every_s):
+        begin = time.perf_counter()
+        result = teacher.predict(text, *SETTINGS, api_name="/on_step")
+        run.latencies_ms.append((time.perf_counter() - begin) * 1000)
+        shown = strip_items(outputs_by_label(teacher, "/on_step", result)["strip"])
+        if (shown and shown[-1].get("token") in ("</s>", "<|im_end|>", "<|endoftext|>")) or len(shown) > 60:
+            teacher.predict(text, *SETTINGS, api_name="/on_reset")
 
 
 def step_own(client: Page, user: int, run: UserRun, ready: threading.Barrier, steps: int = 15) -> None:
@@ -310,6 +342,11 @@ def serving(replicas: int, log: Path, db_url: str):
         yield url, [r["pid"] for r in state["replicas"]] + [state["nginx_pid"]]
 
 
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
 def servers_cpu(pids: list[int]) -> float:
     return sum(cpu_seconds(pid) for pid in pids)
 
@@ -320,6 +357,9 @@ def main() -> None:
     parser.add_argument("--no-sync", action="store_true", help="students' pages do not poll (what polling costs)")
     parser.add_argument("--poll-only", action="store_true", help="students' pages poll but ask nothing more")
     parser.add_argument("--replicas", type=int, default=0, help="through nginx and this many replicas (explorer.serve)")
+    parser.add_argument(
+        "--explorers", type=int, default=STUDENTS, help="students stepping their own texts (the rest follow)"
+    )
     args = parser.parse_args()
     global NO_SYNC, POLL_ONLY
     NO_SYNC, POLL_ONLY = args.no_sync, args.poll_only
@@ -332,19 +372,29 @@ def main() -> None:
         alone = plain_class(url)
         cpu.append((servers_cpu(pids), cpu_seconds(os.getpid()), time.perf_counter()))
         print(f"the class alone: p50 {alone.median:.0f} ms, p95 {alone.percentile(0.95):.0f} ms", flush=True)
-        with_workshop, rounds = workshop_class(url, db_url, args.rounds)
+        with_workshop, rounds, following = workshop_class(url, db_url, args.rounds, args.explorers)
         cpu.append((servers_cpu(pids), cpu_seconds(os.getpid()), time.perf_counter()))
+        peak_mb = max(peak_rss_mb(pid) for pid in pids)
     for name, (s0, u0, t0), (s1, u1, t1) in zip(("alone", "workshop"), cpu, cpu[1:], strict=False):
         print(
             f"{name}: server CPU {100 * (s1 - s0) / (t1 - t0):.0f}%, simulated users {100 * (u1 - u0) / (t1 - t0):.0f}%"
         )
     for line in (with_workshop.errors + with_workshop.crosstalk)[:5]:
         print("  ", line)
-    print(f"\nThe class's Step round trip (ms), {STUDENTS} students thinking 1-3 s, 15 steps each")
-    print(f"{'run':36} {'p50':>6} {'p95':>6} {'errors':>7} {'x-talk':>7}")
-    for name, report in (("without a workshop", alone), ("while a workshop runs", with_workshop)):
-        print(f"{name:36} {report.median:6.0f} {report.percentile(0.95):6.0f} {len(report.errors):7} "
+    print("\nThe class's Step round trip (ms), students thinking 1-3 s, 15 steps each")
+    print(f"{'run':44} {'p50':>6} {'p95':>6} {'errors':>7} {'x-talk':>7}")
+    for name, report in (
+        (f"{STUDENTS} without a workshop", alone),
+        (f"{args.explorers} exploring while a workshop runs", with_workshop),
+    ):
+        print(f"{name:44} {report.median:6.0f} {report.percentile(0.95):6.0f} {len(report.errors):7} "
               f"{len(report.crosstalk):7}")  # fmt: skip
+    syncs = f"{STUDENTS - args.explorers} followers' Sync of the teacher's view"
+    for name, values in (("the teacher's Step, every 1.5 s", following["teacher"]), (syncs, following["follow"])):
+        if values:
+            p50, p95 = statistics.median(values), percentile(values, 0.95)
+            print(f"{name:44} {p50:6.0f} {p95:6.0f}  ({len(values)} of them)")
+    print(f"the server's peak memory (VmHWM, the largest process): {peak_mb:,.0f} MB")
     print(f"\nWorkshop rounds: {STUDENTS} students answer within the same {WINDOW_S:.0f} s")
     print(f"{'round':>5} {'stored':>7} {'students':>9} {'errors':>7} {'count shown after (s)':>22}")
     for i, r in enumerate(rounds, start=1):
