@@ -47,8 +47,12 @@ class PagedStore:
         head_dim: int,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str = "cpu",
+        padded_reads: bool = True,
     ) -> None:
+        """``padded_reads``: a batch reads this store's blocks past a row's length (a cache), so a
+        block is zeroed when handed out; a store read only up to each sequence's length need not."""
         self.n_layers, self.fields, self.head_dim = n_layers, dict(fields), head_dim
+        self.padded_reads = padded_reads
         self.dtype, self.device = dtype, torch.device(device)
         element = torch.empty((), dtype=dtype).element_size()
         self._position_bytes = sum(self.fields.values()) * head_dim * n_layers * element  # every layer and field
@@ -109,7 +113,7 @@ class PagedStore:
             taken = [self.free.pop() for _ in range(count)]
             for block in taken:
                 self.refs[block] = 1
-            if taken:
+            if taken and self.padded_reads:
                 self._zero(taken)
             return taken
 
@@ -326,5 +330,7 @@ def store_of(model: torch.nn.Module, kind: str, fields: dict[str, int], n_layers
         stores = _STORES.setdefault(model, {})
         if kind not in stores:
             weight = next(model.parameters())
-            stores[kind] = PagedStore(n_layers, fields, head_dim, weight.dtype, weight.device)
+            # Only the cache is read padded (a batch's rows); the heatmaps' records up to each length.
+            padded = kind == "cache"
+            stores[kind] = PagedStore(n_layers, fields, head_dim, weight.dtype, weight.device, padded_reads=padded)
         return stores[kind]
