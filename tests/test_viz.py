@@ -241,3 +241,16 @@ def test_the_grid_labels_keep_their_shades_and_the_palette_its_colours():
     greys = {tuple(p) for p in label.reshape(-1, 3)}
     assert (40, 40, 40) in greys and (255, 255, 255) in greys  # the text's colour and the paper
     assert greys <= {(int(v),) * 3 for v in TEXT_SHADES} | {(255, 255, 255)} and len(greys) > 3  # antialiased
+
+
+def test_a_tokens_label_is_made_once_and_stays_its_own():
+    """Labels are remembered by the token's text (a Step relabels every position): a repeated
+    token gets the same label, each position stays its own, and what a label escapes stays escaped."""
+    from explorer.viz.labels import position_labels, short
+
+    short.cache_clear()
+    tokens = [" the", "<b>", " the", "\n", "a very long token indeed"]
+    first = position_labels(tokens)
+    assert first == ["0 ·the", "1 &lt;b&gt;", "2 ·the", "3 ⏎", "4 a·very·long…"]
+    assert position_labels(tokens) == first
+    assert short.cache_info().hits >= len(tokens) + 1  # the second call and the repeated " the" were remembered

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from explorer.tokens import visible
 
 MAX_TICK_CHARS = 12
@@ -10,6 +12,10 @@ TOKEN_COLORS = {"prompt": "#dbe9f6", "start": "#eeeeee", "generated": "#c7e9c0",
                 "query": "#fdae6b"}  # fmt: skip
 
 
+# A heatmap labels every position on both axes, and a Step redraws it: the same tokens' labels
+# again each time (~300 a Step at 100 tokens, a third of the heatmap's Python). A label depends on
+# the token's text only, so each is made once (a vocabulary's worth at most).
+@functools.lru_cache(maxsize=65536)
 def short(text: str) -> str:
     shown = visible(text)
     return as_plotly_text(shown if len(shown) <= MAX_TICK_CHARS else shown[: MAX_TICK_CHARS - 1] + "…")
