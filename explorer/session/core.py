@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 
@@ -35,6 +36,19 @@ from explorer.session.results import SessionFinished, StepResult, StepTiming, To
 from explorer.tokens import continuation_texts, piece_texts
 
 MAX_SESSION_POSITIONS = 1024  # the explorer's cap, so that one session's memory stays bounded
+
+
+class KnownTop(NamedTuple):
+    """A session's top candidates, and what they were found from: its logits (the very tensor;
+    a new pass makes a new one), its length then, and how many were asked for."""
+
+    logits: torch.Tensor
+    length: int
+    k: int
+    candidates: tuple[TopToken, ...]
+
+    def of(self, logits: torch.Tensor, length: int, k: int) -> bool:
+        return self.logits is logits and (self.length, self.k) == (length, k)
 
 
 class SessionCore(SessionPasses, SessionReading):
@@ -86,7 +100,7 @@ class SessionCore(SessionPasses, SessionReading):
         )
         self.attention.self_inputs.evictions = self.cache_plan.eviction_log
         self._next_logits: torch.Tensor | None = None  # (vocab,) for the next position
-        self._top_known: tuple = ()  # (logits, length, k, candidates): see top_candidates
+        self._top_known: KnownTop | None = None  # see top_candidates
         self.newest_residuals: torch.Tensor | None = None  # (layers + 1, d_model): see take_in
 
         prompt_ids = encode_input(loaded, text, chat, self.max_positions)
@@ -147,19 +161,19 @@ class SessionCore(SessionPasses, SessionReading):
         if not self.knows_top(k):
             values, ids = self.next_token_probabilities().topk(k)
             self.know_top(k, values, ids)
-        return list(self._top_known[3])
+        return list(self._top_known.candidates)
 
     def knows_top(self, k: int) -> bool:
         """Whether the top k candidates for the next token are known already."""
         known = self._top_known
-        return bool(known) and known[0] is self._next_logits and known[1:3] == (len(self.token_ids), k)
+        return known is not None and known.of(self._next_logits, len(self.token_ids), k)
 
     def know_top(self, k: int, values: torch.Tensor, ids: torch.Tensor) -> None:
         """Keep the top k probabilities ``values`` (k,) of the next token and their ``ids`` (k,)."""
         ids = ids.tolist()
         texts = continuation_texts(self.tokenizer, self.token_ids, ids)
         top = tuple(TopToken(i, t, float(p)) for i, t, p in zip(ids, texts, values, strict=True))
-        self._top_known = (self._next_logits, len(self.token_ids), k, top)
+        self._top_known = KnownTop(self._next_logits, len(self.token_ids), k, top)
 
     def check_can_step(self) -> None:
         """Refuse a step past the end token or the session's room, saying what to do."""
