@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from explorer.ui.layout import BROWSER_KEY
 from tests.browser.helpers import choose_model, idle, shot, tokens, wait_token_count
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -142,7 +143,11 @@ def test_stepping_under_a_policy_hatches_the_evicted_keys_and_a_reload_keeps_it(
     page.wait_for_function("() => document.querySelector('#compare-info').innerText.includes('full cache')")
     page.wait_for_selector("#compare-chart .js-plotly-plot")
     assert len(plot(page, "compare-chart")["traces"][0]["y"]) == 5  # the five generated steps
-    page.click("button[role=tab]:has-text('Self-attention')")  # the tab a reload reopens (wait_ready reads its figure)
+    # The tab a reload reopens (wait_ready reads its figure): wait until the browser has kept it,
+    # or a reload can come back on Compare runs, where no self-attention figure is drawn.
+    kept_before = page.evaluate("k => localStorage.getItem(k)", BROWSER_KEY)
+    page.click("button[role=tab]:has-text('Self-attention')")
+    page.wait_for_function("([k, v]) => localStorage.getItem(k) !== v", arg=[BROWSER_KEY, kept_before])
     idle(page)
     page.reload()
     wait_ready(page)
