@@ -96,16 +96,35 @@ def step_parts(log: Path, offset: int) -> tuple[list[float], list[float]]:
     return [float(b) for b, _ in found], [float(v) for _, v in found]
 
 
+def passes(log: Path, offset: int) -> list[tuple[int, float]]:
+    """From the batcher's profile lines after ``offset``: each pass's sessions and ms."""
+    found = re.findall(r"profile batch (\d+) sessions ([\d.]+) ms", log.read_text()[offset:])
+    return [(int(n), float(ms)) for n, ms in found]
+
+
+def batcher_line(name: str, ran: list[tuple[int, float]], seconds: float) -> str:
+    """How the batcher served a run: its passes, their sizes, and how much of the run it was busy.
+    (Users without a pause came back in two groups, a pass of 19 and a pass of 1 in turn, each
+    user's round trip both: issue 41's measurements in docs/performance.md.)"""
+    if not ran:
+        return f"  {name:10} no passes logged"
+    sizes = [n for n, _ in ran]
+    busy = sum(ms for _, ms in ran) / 1000 / seconds
+    alone = sum(n == 1 for n in sizes) / len(sizes)
+    return f"  {name:10} {len(ran):6d} {median(sizes):10.0f} {alone:10.0%} {busy:8.0%}"
+
+
 def profiled(log: Path, run, server_pid: int):
-    """Run ``run()``; returns its report, the median model and views parts of its steps, and the
-    CPU seconds per step of the server and of the simulated users (they share this machine)."""
+    """Run ``run()``; returns its report, the median model and views parts of its steps, the CPU
+    seconds per step of the server and of the simulated users (they share this machine), and the
+    batcher's passes."""
     offset = len(log.read_text()) if log.exists() else 0
     server_cpu, users_cpu = cpu_seconds(server_pid), cpu_seconds(os.getpid())
     report = run()
     model, views = step_parts(log, offset)
     n = max(1, len(report.latencies))
     cpu = ((cpu_seconds(server_pid) - server_cpu) / n * 1000, (cpu_seconds(os.getpid()) - users_cpu) / n * 1000)
-    return report, (median(model), median(views), *cpu)
+    return report, (median(model), median(views), *cpu), passes(log, offset)
 
 
 def median(values: list[float]) -> float:
@@ -136,9 +155,9 @@ def server_runs(client: str, students: int = 30) -> dict:
     log.unlink(missing_ok=True)
     with running_app(log, DECODER_EXPLORER_PROFILE="1", **APP_ENV) as (url, server):
         pid = server.pid
-        alone, alone_parts = profiled(log, lambda: simulate_users(url, 1, 15, plans["no pause"]), pid)
-        klass, class_parts = profiled(log, lambda: simulate_users(url, students, 15, plans["class"]), pid)
-        rush, rush_parts = profiled(log, lambda: simulate_users(url, 20, 15, plans["no pause"]), pid)
+        alone, alone_parts, alone_passes = profiled(log, lambda: simulate_users(url, 1, 15, plans["no pause"]), pid)
+        klass, class_parts, class_passes = profiled(log, lambda: simulate_users(url, students, 15, plans["class"]), pid)
+        rush, rush_parts, rush_passes = profiled(log, lambda: simulate_users(url, 20, 15, plans["no pause"]), pid)
         before_long = peak_rss_mb(server.pid)
         simulate_users(url, 30, 15, plans["long"])
         long_mb = peak_rss_mb(server.pid)
@@ -156,6 +175,13 @@ def server_runs(client: str, students: int = 30) -> dict:
         ("one user", alone_parts), ("class", class_parts), ("20 users", rush_parts)
     ):  # fmt: skip
         print(f"  {name:10} {model:8.0f} | {views:6.0f} | {server:6.0f} {users:6.0f}")
+    print(f"the batcher: {'passes':>17} {'rows, p50':>10} {'of 1 row':>10} {'busy':>8}")
+    for name, report, ran in (
+        ("one user", alone, alone_passes),
+        ("class", klass, class_passes),
+        ("20 users", rush, rush_passes),
+    ):
+        print(batcher_line(name, ran, report.seconds))
     ratio = rush.percentile(0.95) / alone.percentile(0.95)
     print(f"20 users' p95 / one user's p95: {ratio:.1f}")
     print(f"peak server RSS: {before_long:.0f} MB before, {long_mb:.0f} MB with 30 SmolLM2 sessions of ~200 tokens")
