@@ -184,7 +184,8 @@ def server_runs(client: str, students: int = 30) -> dict:
         print(batcher_line(name, ran, report.seconds))
     ratio = rush.percentile(0.95) / alone.percentile(0.95)
     print(f"20 users' p95 / one user's p95: {ratio:.1f}")
-    print(f"peak server RSS: {before_long:.0f} MB before, {long_mb:.0f} MB with 30 SmolLM2 sessions of ~200 tokens")
+    print(f"peak server RSS: {before_long:.0f} MB after the runs above, {long_mb:.0f} MB after 30 SmolLM2 sessions")
+    print("  of ~200 tokens besides (a peak over the server's life: --memory-only measures the 30 alone)")
     for line in (klass.errors + klass.crosstalk + rush.errors + rush.crosstalk)[:10]:
         print("  ", line)
     print(TARGETS)
