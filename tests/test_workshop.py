@@ -456,6 +456,28 @@ def test_the_teachers_chart_shows_a_typed_guess_as_text(ws):
     assert figure["data"][1]["y"] == labels and sum(map(int, figure["data"][0]["text"])) == 2
 
 
+def test_the_revealed_chart_names_the_answer_even_when_no_one_chose_it(ws):
+    """A right answer nobody chose has a bar of length 0: the title said "green is right" over a
+    chart with no green. It names the answer, and says when no one chose it."""
+    from explorer.viz.labels import as_plotly_text
+    from explorer.viz.workshop import tally_figure
+
+    started = ws.start(3)
+    round_id = ws.pose(started.code, started.secret, NEXT_Q)
+    answer = ws.tally(started.code, started.secret).answer
+    wrong = next(o for o in NEXT_Q.options if o != answer)
+    ws.answer(ws.join(started.code, "", "a"), round_id, wrong)
+    ws.reveal(started.code, started.secret)
+    title = tally_figure(ws.tally(started.code, started.secret))["layout"]["title"]["text"]
+    assert f"the answer: {as_plotly_text(answer)}, chosen by no one" in title and "green" not in title
+
+    round_id = ws.pose(started.code, started.secret, NEXT_Q)
+    ws.answer(ws.join(started.code, "", "b"), round_id, answer)
+    ws.reveal(started.code, started.secret)
+    title = tally_figure(ws.tally(started.code, started.secret))["layout"]["title"]["text"]
+    assert f"the answer: {as_plotly_text(answer)} (green)" in title
+
+
 def test_a_following_student_reads_the_lesson_step_the_teacher_is_on():
     """The Lessons panel of a student who follows: the teacher's step (its question comes in the
     Workshop panel); the lessons' introduction when the view names no step, or one that does not

@@ -20,6 +20,7 @@ class Tally(Protocol):
     """The class's answers to one question, as the figure reads them."""
 
     counts: dict[str, int]  # each option (and each other typed guess) -> students, in the order shown
+    answer: str  # the right answer (drawn only once revealed)
     answered: int
     students: int
     revealed: bool
@@ -50,7 +51,7 @@ def tally_figure(tally: Tally) -> Figure:
              "x": [tally.probabilities.get(o, 0.0) for o in answers], "marker": {"color": MODEL_COLOR},
              "hovertemplate": "%{y}: the model gives %{x:.1%}<extra></extra>"}
         )  # fmt: skip
-    state = "revealed: green is right" if tally.revealed else "not revealed yet"
+    state = revealed_state(tally) if tally.revealed else "not revealed yet"
     if tally.probabilities and not tally.revealed:
         state += " (the model's probabilities come with the reveal)"
     layout = {
@@ -61,3 +62,11 @@ def tally_figure(tally: Tally) -> Figure:
         "margin": {"l": 10, "r": 10, "t": 40, "b": 40}, "legend": {"orientation": "h", "y": -0.25},
     }  # fmt: skip
     return {"data": traces, "layout": layout}
+
+
+def revealed_state(tally: Tally) -> str:
+    """The chart's title once revealed: the answer by name, green where students chose it. (A
+    right answer nobody chose has a bar of length 0: "green is right" showed no green at all.)"""
+    chosen = sum(n for option, n in tally.counts.items() if tally.is_answer(option))
+    answer = as_plotly_text(tally.answer)
+    return f"the answer: {answer} (green)" if chosen else f"the answer: {answer}, chosen by no one"
