@@ -147,7 +147,13 @@ def test_a_teacher_and_three_students_run_a_lesson_question(browser, tmp_path):
         for page in students:
             wait_same_tokens(page, teacher_tokens)
 
-        # Predict: the question goes out without its answer; the teacher's count and chart follow.
+        # Predict: the question goes out without its answer; the teacher's count and chart follow,
+        # brought into view on a projector's 720 pixels (the Ask button at the screen's foot).
+        teacher.set_viewport_size({"width": 1280, "height": 720})
+        teacher.evaluate(
+            "() => window.scrollBy(0, document.querySelector('#workshop-ask').getBoundingClientRect().bottom"
+            " - innerHeight + 4)"
+        )
         teacher.click("#workshop-ask")
         for page in students:
             wait_text(page, "#workshop-question", "Question 1")
@@ -164,6 +170,11 @@ def test_a_teacher_and_three_students_run_a_lesson_question(browser, tmp_path):
         teacher.wait_for_function(CHART_COUNT, arg=[posed["options"].index(posed["answer"]), 2])  # the changed mind
         counts = dict(zip(posed["options"], chart_counts(teacher), strict=True))
         assert counts[posed["answer"]] == 2 and counts[wrong] == 1 and sum(counts.values()) == 3
+        chart = teacher.evaluate("() => { const b = document.querySelector('#workshop-chart').getBoundingClientRect();"
+                                 " return [b.top, b.bottom, innerHeight]; }")  # fmt: skip
+        assert chart[0] >= 0 and chart[1] <= chart[2], chart  # the class's answers on the projector's screen
+        teacher.screenshot(path=str(ARTIFACTS / "workshop-teacher-720-asked.png"))
+        teacher.set_viewport_size({"width": 1280, "height": 900})
         shot(teacher, "workshop-teacher-before-reveal")
 
         # Reveal: each student sees the answer, why, and whether they were right.

@@ -33,6 +33,24 @@ page => {
     });
   })();
 
+  // The teacher asks: the class's count and chart come in below the buttons, off the screen of a
+  // 720-pixel projector. Once drawn they are brought into view (only where off screen, the chart's
+  // top kept on screen), for ten seconds after the click or until the teacher scrolls themselves.
+  (() => {
+    const ASKS = '#workshop-ask, #workshop-ask-next, #workshop-again';
+    let until = 0;
+    document.addEventListener('click', e => {
+      if (e.target.closest && e.target.closest(ASKS)) until = Date.now() + 10000;
+    }, true);
+    for (const name of ['wheel', 'touchmove', 'keydown']) document.addEventListener(name, () => { until = 0; }, true);
+    whenPageChanges(() => {
+      const chart = document.querySelector('#workshop-chart');
+      if (Date.now() > until || !chart || !chart.querySelector('.js-plotly-plot')) return;
+      const box = chart.getBoundingClientRect();
+      if (box.height && box.bottom > innerHeight) window.scrollBy(0, Math.min(box.bottom - innerHeight + 12, box.top - 12));
+    });
+  })();
+
   // A workshop (explorer/ui/workshop_watch.py): a long poll, POST workshop/wait with the page's
   // seat in the body (a student's token or the teacher's secret: never in a URL), answers when the
   // workshop changed as this page's part sees it (nothing secret in it). A teacher's page then
