@@ -161,6 +161,9 @@ def token_strip(state: ExplorerState) -> list[tuple[str, str]]:
 
 
 STRIP_COLORS = TOKEN_COLORS
+# A translator's source is its input, as a decoder's prompt is: the prompt's blue (it was a pale
+# orange, read as the query's).
+SOURCE_COLOR = TOKEN_COLORS["prompt"]
 
 
 def strip_colors(translator: bool) -> dict[str, str]:

@@ -191,7 +191,7 @@ def session_panel() -> dict:
     made = {
         "status": gr.Markdown(texts.LOADING, elem_id="status"),
         "source": gr.HighlightedText(
-            label="Source sentence tokens", color_map={"source": "#fee6ce"}, show_legend=False,
+            label="Source sentence tokens", color_map={"source": views.SOURCE_COLOR}, show_legend=False,
             show_inline_category=False, visible=False, elem_id="source-strip",
         ),
         "source_note": gr.Markdown(visible=False, elem_id="source-note"),

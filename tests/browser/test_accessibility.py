@@ -5,11 +5,13 @@ colour scale; every figure has a text alternative."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from explorer.present.tabs import TABS
+from explorer.viz.labels import TOKEN_COLORS
 from tests.browser.helpers import ARTIFACTS, idle, tokens, type_prompt, wait_plot_title, wait_token_count
 from tests.browser.test_translator_ui import choose_model
 
@@ -90,6 +92,14 @@ def test_no_serious_violation_with_the_translator(page):
     open_tab(page, "Cross-attention")
     wait_plot_title(page, "cross-attention", "Cross-attention")
     assert serious_violations(page) == []
+    # The source is the translator's input: drawn as a prompt is, not in an orange near the query's.
+    source, query = page.evaluate(
+        """() => [document.querySelector('#source-strip .token'),
+                  [...document.querySelectorAll('#token-strip .token')].pop()]
+            .map(e => getComputedStyle(e).backgroundColor)"""
+    )
+    prompt = [str(int(TOKEN_COLORS["prompt"][i : i + 2], 16)) for i in (1, 3, 5)]  # "#dbe9f6" -> 219, 233, 246
+    assert re.findall(r"\d+", source)[:3] == prompt and source != query, (source, query)
 
 
 def test_figures_have_text_alternatives(page):
