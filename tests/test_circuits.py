@@ -115,6 +115,23 @@ def test_smollm2_scores_are_the_sum_of_their_pairs(smollm2):
         assert np.abs(weights - session.self_attention(layer)[3, query]).max() <= TOL
 
 
+def test_each_sides_bars_add_up_to_the_score_the_others_summed(smollm2):
+    """The page shows a side's 8 largest components of a SmolLM2 cell (of ~90 on the key side); the
+    rest are one bar, "the other N", so that each side's bars add up to the score."""
+    from explorer.present.circuits import SHOWN, cell_figure, explained
+
+    session = explorer.GenerationSession(smollm2, "The cat sat on the mat. The cat sat on the", use_cache=True)
+    query = len(session.token_ids) - 1
+    cell = explained(session, 17, 3, query, None)
+    query_bars, key_bars = cell_figure(cell)["data"][:2]
+    for bars, components in ((query_bars, cell.query_components), (key_bars, cell.key_components)):
+        assert len(components) > SHOWN + 1
+        assert bars["y"][0] == f"the other {len(components) - SHOWN}"  # (drawn last: the largest on top)
+        assert abs(sum(bars["x"]) - cell.score) <= TOL * max(1.0, abs(cell.score))
+        shown = dict(zip(bars["y"][1:], bars["x"][1:], strict=True))
+        assert shown == dict(cell.largest(components, SHOWN))
+
+
 def assert_carried_sums(carried) -> None:
     """The keys' vectors sum to the head's output, their logit effects to its direct effect."""
     scale = max(np.abs(carried.output).max(), 1e-6)

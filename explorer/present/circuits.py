@@ -75,4 +75,14 @@ def cell_figure(cell: WhyAttends) -> dict:
     rows = [cell.query_names.index(name) for name, _ in query_top]
     columns = [cell.key_names.index(name) for name, _ in key_top]
     title = f"Why query {cell.query} reads key {cell.key} (score {cell.score:+.2f}): the largest components"
-    return why_figure(query_top, key_top, cell.pairs[np.ix_(rows, columns)], title)
+    title += ", the others summed (grey)" if len(cell.key_components) > SHOWN else ""
+    rests = the_rest(cell.query_components, query_top), the_rest(cell.key_components, key_top)
+    return why_figure(query_top, key_top, cell.pairs[np.ix_(rows, columns)], title, rests)
+
+
+def the_rest(components: dict[str, float], shown: list[tuple[str, float]]) -> tuple[str, float] | None:
+    """The components not shown, summed as one bar ("the other 52"), so that a side's bars add up
+    to the score; None when every component is shown."""
+    names = {name for name, _ in shown}
+    others = [value for name, value in components.items() if name not in names]
+    return (f"the other {len(others)}", float(sum(others))) if others else None

@@ -7,13 +7,18 @@ import numpy as np
 from .figure_json import Figure
 
 RAISES, LOWERS = "#2171b5", "#d94801"  # as the attribution's colours: blue raises the score, orange lowers it
+REST = "#969696"  # the components not shown, summed: grey, whichever way they push
+
+Rest = tuple[str, float] | None  # ("the other 52", their sum), below a side's largest components
 
 
-def _bars(items: list[tuple[str, float]], axis: str, title: str) -> dict:
+def _bars(items: list[tuple[str, float]], rest: Rest, axis: str, title: str) -> dict:
+    colours = [RAISES if v >= 0 else LOWERS for _, v in items] + ([REST] if rest else [])
+    items = items + ([rest] if rest else [])
     names, values = [n for n, _ in items][::-1], [float(v) for _, v in items][::-1]  # the largest on top
     return {
         "type": "bar", "orientation": "h", "x": values, "y": names, "xaxis": f"x{axis}", "yaxis": f"y{axis}",
-        "marker": {"color": [RAISES if v >= 0 else LOWERS for v in values]}, "name": title, "showlegend": False,
+        "marker": {"color": colours[::-1]}, "name": title, "showlegend": False,
         "hovertemplate": "%{y}: %{x:+.3f}<extra>" + title + "</extra>",
     }  # fmt: skip
 
@@ -23,6 +28,7 @@ def why_figure(
     key_top: list[tuple[str, float]],
     pairs: np.ndarray,  # (len(query_top), len(key_top)): those components' pairs
     title: str,
+    rests: tuple[Rest, Rest] = (None, None),  # each side's other components, summed (a bar, not in the matrix)
 ) -> Figure:
     """Query-side bars, key-side bars, and the pair matrix of those components (query rows, key columns)."""
     limit = float(np.abs(pairs).max()) if pairs.size else 1.0
@@ -46,4 +52,5 @@ def why_figure(
         "yaxis3": {"domain": [0.0, 0.3], "anchor": "x3", "title": {"text": "query component"}, "automargin": True,
                    "autorange": "reversed"},
     }  # fmt: skip
-    return {"data": [_bars(query_top, "1", "query side"), _bars(key_top, "2", "key side"), matrix], "layout": layout}
+    bars = [_bars(query_top, rests[0], "1", "query side"), _bars(key_top, rests[1], "2", "key side")]
+    return {"data": [*bars, matrix], "layout": layout}
