@@ -10,6 +10,7 @@ import numpy as np
 from explorer.analysis.circuits import WhyAttends, carried_norms, why_attends
 from explorer.viz import attention_heatmap
 from explorer.viz.circuits import why_figure
+from explorer.viz.heatmap import with_outlined_cell
 
 COLOURS = {
     "weight": "attention weight",
@@ -45,14 +46,16 @@ def heatmap_values(session, layer: int, head: int, colour: str) -> np.ndarray:
     return carried / np.maximum(carried.max(-1, keepdims=True), 1e-12)
 
 
-def heatmap_figure(session, layer: int, head: int, query: int, colour: str) -> dict:
+def heatmap_figure(session, layer: int, head: int, query: int, colour: str, key: int | None = None) -> dict:
+    """The head's heatmap, the query's row outlined, and the cell explained (``key``) as well."""
     tokens = session.token_texts()
     values = heatmap_values(session, layer, head, colour)
     window = session.config.window_of(layer)
-    return attention_heatmap(
+    figure = attention_heatmap(
         values, tokens, tokens, causal=True, window=window, selected_query=query,
         title=f"Layer {layer}, head {head}: {COLOURS[colour]}", value_name=VALUE_NAMES[colour],
     )  # fmt: skip
+    return figure if key is None else with_outlined_cell(figure, query, key)
 
 
 def chosen_key(session, layer: int, head: int, query: int, key: int | None) -> int:

@@ -106,6 +106,17 @@ def attention_heatmap(
     return {"data": [trace], "layout": layout}
 
 
+def with_outlined_cell(figure: Figure, row: int, column: int, name: str = "explained cell") -> Figure:
+    """The heatmap ``figure`` with one cell outlined as well (thicker than its row's outline: a box
+    on the outlined row), e.g. the cell "Why this cell" explains."""
+    cell = {
+        "type": "rect", "xref": "x", "yref": "y", "x0": column - 0.5, "x1": column + 0.5, "y0": row - 0.5,
+        "y1": row + 0.5, "line": {"color": HIGHLIGHT_COLOR, "width": 5}, "name": name,
+    }  # fmt: skip
+    layout = figure["layout"]
+    return {**figure, "layout": {**layout, "shapes": [*layout.get("shapes", []), cell]}}
+
+
 def layer_profile_heatmap(
     weights: np.ndarray,  # (layers, keys): one query's attention in every layer
     key_tokens: list[str],

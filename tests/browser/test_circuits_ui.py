@@ -73,6 +73,14 @@ def test_a_query_picked_explains_its_winning_cell_as_bars(page):
         f"the other {len(cell.query_components) - 8}"
     }
     assert page.input_value("#circuits-key input") == str(cell.key)  # the key box names the key explained
+    outlines = page.evaluate(
+        """() => Object.fromEntries([...document.querySelectorAll('#circuits-heatmap svg rect.outline')]
+            .map(r => [r.dataset.name, r.getBBox()]).map(([n, b]) => [n, [b.x, b.y, b.width, b.height]]))"""
+    )
+    row, box = outlines["selected query"], outlines["explained cell"]  # the query's row, and the cell on it
+    width = row[2] / page.evaluate("() => document.querySelector('#circuits-heatmap canvas.attention-cells').width")
+    assert box[1] == pytest.approx(row[1]) and box[3] == pytest.approx(row[3])  # on the row...
+    assert box[0] == pytest.approx(row[0] + cell.key * width) and box[2] == pytest.approx(width)  # ...at its key
     info = page.inner_text("#circuits-info")
     assert f"Layer {LAYER} head {HEAD} scores" in info and "on the key side" in info, info
     shot(page, "circuits-why-this-cell")

@@ -164,16 +164,20 @@
     const xOf = (i) => box.x + (i - c0 + 0.5) * cw,
       yOf = (i) => box.y + (i - r0 + 0.5) * rh; // a cell's centre
     const rowEdge = (v) => box.y + (v + 0.5 - r0) * rh; // v in rows: -0.5 is the first row's top
+    const colEdge = (v) => box.x + (v + 0.5 - c0) * cw; // v in columns: -0.5 is the first column's left
     cells.push(place(paintCells(grid, trace, r0, r1, c0, c1, layout.plot_bgcolor || "#ffffff"), box));
     const evictedBy = layout.meta?.evicted_by || "";
     if (hatchMasked(parts, grid, trace, evictedBy, r0, r1, c0, c1, box)) maskLegend(parts, evictedBy, box);
     for (const shape of layout.shapes || []) {
+      // an outlined row (x0 -0.5 to the last column) or one cell, cut to what the zoom shows
       if (shape.xref !== "x") continue;
       const y0 = Math.max(box.y, rowEdge(shape.y0)),
         y1 = Math.min(box.y + box.h, rowEdge(shape.y1));
-      if (y1 <= y0) continue; // zoomed away from the outlined row
-      parts.push(`<rect x="${box.x}" y="${y0}" width="${box.w}" height="${y1 - y0}"
-        fill="none" stroke="${shape.line.color}" stroke-width="${shape.line.width}"/>`);
+      const x0 = Math.max(box.x, colEdge(shape.x0)),
+        x1 = Math.min(box.x + box.w, colEdge(shape.x1));
+      if (y1 <= y0 || x1 <= x0) continue; // zoomed away from the outlined row or cell
+      parts.push(`<rect class="outline" data-name="${String(shape.name || "").replace(/[^a-z ]/gi, "")}" x="${x0}" y="${y0}"
+        width="${x1 - x0}" height="${y1 - y0}" fill="none" stroke="${shape.line.color}" stroke-width="${shape.line.width}"/>`);
     }
     for (const [i, text] of ticks(trace.x, layout.xaxis, c0, c1, KEY_LABELS, cw, 14 * textScale)) {
       if (i < c0 || i >= c1) continue;

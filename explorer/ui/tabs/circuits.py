@@ -60,7 +60,7 @@ def figures(st: ExplorerState) -> Updates:
         note += " The cell explained is the one the bars name (the key box), whatever the colouring shows."
     return {
         "circuits_plot": shown_heatmap(
-            st, circuits.heatmap_figure(session, st.layer, head, query, choice.colour), "circuits"
+            st, circuits.heatmap_figure(session, st.layer, head, query, choice.colour, cell.key), "circuits"
         ),
         "circuits_info": cell.summary() + note,
         "circuits_bars": shown_plot(st, circuits.cell_figure(cell), "why-this-cell"),
