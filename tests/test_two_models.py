@@ -284,3 +284,47 @@ def test_the_page_model_beside_itself_is_refused_with_what_to_do(monkeypatch):
     monkeypatch.setattr(gr, "Warning", warned.append)
     assert two_models.on_read_both(st, "en-de-numbers") == gr.skip() and st.two_models is None
     assert warned and "already shows en-de-numbers: choose another model" in warned[0]
+
+
+def test_the_tab_says_which_text_both_read_and_what_to_do_when_the_box_holds_another(tiny, compared):
+    """Fresh eyes: a learner who emptied or changed the box got the old text's census without a word."""
+    from explorer.present import two_models as shown
+
+    said = shown.text_read(compared, TEXT, TEXT)
+    assert said.startswith("**Read by both**: “The quick brown fox jumps over the lazy dog\\. ") and "box" not in said
+    assert "**The box is empty**" in shown.text_read(compared, TEXT, "  ")
+    assert "**The box holds another text, not read yet**: press **Step**" in shown.text_read(compared, TEXT, "A cat")
+    assert "**The page now shows another text**" in shown.text_read(compared, "A cat", "A cat")
+    assert shown.quoted("*a*\n[b](c)") == "“\\*a\\*⏎\\[b\\]\\(c\\)”"  # typed signs stay text, not Markdown
+    assert shown.quoted("x" * 200) == "“" + "x" * shown.QUOTED_CHARS + "…”"
+
+
+def test_the_second_models_table_says_the_generated_tokens_stay_behind_before_the_click(tiny, compared):
+    """Fresh eyes: a click on the second model's head kept the prompt and silently lost the tokens generated."""
+    from explorer.present import two_models as shown
+    from explorer.present.views import ExplorerState
+    from explorer.ui.tabs import two_models as tab
+
+    st = ExplorerState(compared.a.name, session=explorer.GenerationSession(tiny["gpt2"], TEXT))
+    st.two_models = compared
+    assert "left behind" not in tab.figures(st)["two_models_heads_b"].label
+    for _ in range(3):
+        st.session.step()
+    shown_now = tab.figures(st, box_text="")
+    assert shown_now["two_models_heads_b"].label.endswith("; the 3 tokens generated here are left behind)")
+    assert "left behind" not in shown_now["two_models_heads_a"].label  # a head of the page's model keeps them
+    assert "**The box is empty**" in shown_now["two_models_info"]
+    assert shown.left_behind(1, "with m") == "the token generated with m is left behind"
+
+
+def test_the_agreement_chart_keeps_its_title_clear_of_the_tool_bar(compared):
+    """Fresh eyes: on a phone, Plotly's mode bar covered the chart's title (browser: its parts' boxes)."""
+    from explorer.present import two_models as shown
+    from explorer.viz import agreement
+
+    layout = shown.agreement_figure(compared)["layout"]
+    title = layout["title"]
+    assert (title["yref"], title["y"], title["yanchor"]) == ("container", 1, "top")
+    assert title["pad"]["t"] == agreement.TOP_BAR_PX and "<br>" in title["text"]  # two short lines on a phone
+    assert layout["margin"]["t"] > agreement.TOP_BAR_PX + 2 * 18 + 3 * 20  # the title, then a legend of 3 lines
+    assert {"select2d", "lasso2d"} <= set(layout["modebar"]["remove"])

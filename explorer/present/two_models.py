@@ -3,6 +3,8 @@ the side-by-side summary, each model's table of strongest heads, and the agreeme
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from explorer.analysis.two_models import KINDS, ModelCensus, TwoModels
@@ -13,6 +15,8 @@ TABLE_HEADERS = ["kind", "#", "head", "score"]
 PER_KIND = 5  # the strongest heads listed per kind
 LONG_TEXT = 4096  # the cache compared at this length too (past Gemma 3's window of 512)
 SHORT_KINDS = {"previous token": "previous", "first token": "first (sink)", "induction": "induction"}
+QUOTED_CHARS = 120  # the text read, quoted up to this many characters
+MARKDOWN_SIGNS = re.compile(r"([\\`*_{}\[\]()#+\-.!<>|~])")  # a quoted text's own signs stay text
 
 
 def head_rows(census: ModelCensus) -> list[list]:
@@ -32,9 +36,45 @@ def head_at(census: ModelCensus, row: int) -> tuple[int, int] | None:
     return census.strongest(KINDS[kind], PER_KIND)[rank][:2]
 
 
-def table_label(census: ModelCensus, page_model: str) -> str:
-    where = "the page's model" if census.name == page_model else "opens on the page with the same text"
+def table_label(census: ModelCensus, page_model: str, generated: int = 0) -> str:
+    """A table's title: what a click on a row does. The second model's head switches the page to that
+    model with the same text; the tokens generated on this page cannot follow (another tokenizer, and
+    they are this model's choices): said before the click, not found missing after it."""
+    if census.name == page_model:
+        return f"{census.name}: strongest heads (click one: the page's model)"
+    where = "opens on the page with the same text"
+    if generated:
+        where += f"; {left_behind(generated, 'here')}"
     return f"{census.name}: strongest heads (click one: {where})"
+
+
+def left_behind(n: int, where: str) -> str:
+    """ "the 3 tokens generated here are left behind", of ``n`` tokens generated ``where``."""
+    if n == 1:
+        return f"the token generated {where} is left behind"
+    return f"the {n} tokens generated {where} are left behind"
+
+
+def quoted(text: str) -> str:
+    """The learner's text in a Markdown line: shortened, its line breaks shown (⏎), its signs escaped."""
+    short = text if len(text) <= QUOTED_CHARS else text[:QUOTED_CHARS] + "…"
+    short = short.replace("\r", "").replace("\n", "⏎").replace("\t", " ")
+    return "“" + MARKDOWN_SIGNS.sub(r"\\\1", short) + "”"
+
+
+def text_read(result: TwoModels, page_text: str, box_text: str | None = None) -> str:
+    """Which text both models read (the page's text, from which its tokens start, not the box's), and
+    what to do when the page or the box now holds another one."""
+    line = f"**Read by both**: {quoted(result.text)}, the text the page's tokens start from."
+    if page_text != result.text:
+        return line + " **The page now shows another text**: press **Read with both** to read that one."
+    if box_text is not None and not box_text.strip():
+        return line + (" **The box is empty**: type a text and press **Step** to start the page from it, "
+                       "then **Read with both** to read it.")  # fmt: skip
+    if box_text is not None and box_text != result.text:
+        return line + (" **The box holds another text, not read yet**: press **Step** to start the page from it "
+                       "(what you typed stays in the box), then **Read with both** again.")  # fmt: skip
+    return line
 
 
 def kib(n: float) -> str:

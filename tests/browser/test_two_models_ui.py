@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.browser.helpers import idle, plot, shot, status, tokens
+from tests.browser.helpers import idle, plot, shot, status, tokens, wait_token_count
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -52,6 +52,41 @@ def click_row(page, side: str, row: int) -> None:
     page.locator(f"#two-models-heads-{side} [data-testid=cell-{row}-2]").click()
 
 
+def inner_scroll_areas(page, side: str) -> list:
+    """The parts of a model's table that scroll inside themselves (a learner misses rows hidden there)."""
+    return page.evaluate(
+        """sel => [document.querySelector(sel), ...document.querySelectorAll(sel + ' *')]
+            .filter(e => ['auto', 'scroll'].includes(getComputedStyle(e).overflowY))
+            .filter(e => e.scrollHeight > e.clientHeight + 1)
+            .map(e => [e.className, e.scrollHeight, e.clientHeight])""",
+        f"#two-models-heads-{side}",
+    )
+
+
+def wait_heatmap_in_view(page) -> None:
+    """The self-attention heatmap a click opened, whole inside the window (it fits at these sizes)."""
+    page.wait_for_function(
+        """() => { const r = document.querySelector('#self-attention').getBoundingClientRect();
+                   return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight; }"""
+    )
+
+
+def overlaps(page, elem_id: str, selectors: list[str]) -> list[str]:
+    """Which pairs of the chart's parts (``selectors``, inside #``elem_id``) cover each other."""
+    return page.evaluate(
+        """([id, sels]) => { const box = s => document.querySelector('#' + id + ' ' + s).getBoundingClientRect();
+            const found = [];
+            sels.forEach((a, i) => sels.slice(i + 1).forEach(b => { const p = box(a), q = box(b);
+                const crossed = p.left < q.right && q.left < p.right && p.top < q.bottom && q.top < p.bottom;
+                if (crossed) found.push(a + ' / ' + b); }));
+            return found; }""",
+        [elem_id, selectors],
+    )
+
+
+CHART_PARTS = ["[data-testid=block-label]", ".modebar", ".gtitle", ".legend"]
+
+
 def head_choice(page) -> tuple[int, str]:
     layer = int(page.input_value("#layer input[type=number]"))
     return layer, page.input_value("#head input")
@@ -77,10 +112,18 @@ def strongest_previous_token_head(name: str, text: str) -> tuple[int, int]:
 
 def test_two_models_census_opens_heads_and_unloads(page):
     text = page.input_value("#prompt textarea")
+    page.click("#step")  # a token generated: the census still reads the text, and the switch says it leaves it
+    wait_token_count(page, len(tokens(page)) + 1)
+    idle(page)
     strip = tokens(page)
     open_two_models(page)
     info = read_both(page, SECOND)
     assert "smollm2-135m-instruct" in info and "KV cache per token" in info and "Along the text" in info, info
+    assert f"Read by both: “{text}”" in info and "The box" not in info, info
+    assert inner_scroll_areas(page, "a") == [] and inner_scroll_areas(page, "b") == []
+    assert table_rows(page, "a", 15)[-1][:2] == ["induction", "5"]
+    label_b = page.inner_text("#two-models-heads-b .label")
+    assert "the token generated here is left behind" in label_b, label_b
     assert "15 of 18 layers slide over 512" in info, info
     rows_a, rows_b = table_rows(page, "a"), table_rows(page, "b")
     assert [r[:2] for r in rows_b] == [["previous", str(rank)] for rank in range(1, 6)]
@@ -98,6 +141,7 @@ def test_two_models_census_opens_heads_and_unloads(page):
     layer, head = layer_head(rows_a[0])
     assert head_choice(page) == (layer, f"head {head}")
     assert tokens(page) == strip
+    wait_heatmap_in_view(page)  # the window went to what the click opened
 
     # A head of the second model: the page switches to it, with the same text.
     open_two_models(page)
@@ -109,6 +153,10 @@ def test_two_models_census_opens_heads_and_unloads(page):
     layer, head = layer_head(rows_b[0])
     assert head_choice(page) == (layer, f"head {head}")
     assert "gemma" in status(page).lower() or tokens(page) != strip
+    page.wait_for_selector(
+        "[data-testid=toast-body]:has-text('The token generated with smollm2-135m-instruct is left')"
+    )
+    wait_heatmap_in_view(page)
     shot(page, "two-models-opened-on-gemma")
 
     # Back on SmolLM2 (its head opens it again), then the second model unloaded.
@@ -123,6 +171,8 @@ def test_two_models_census_opens_heads_and_unloads(page):
 
 
 def test_a_translator_beside_on_a_phone(browser, app_url):
+    """On a phone: with the box emptied, the tab says which text it read and keeps the box empty; every
+    row of the tables in sight, the agreement chart's parts clear of each other; then a translator."""
     context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
     page = context.new_page()
     page.set_default_timeout(120_000)
@@ -130,7 +180,17 @@ def test_a_translator_beside_on_a_phone(browser, app_url):
 
     page.goto(app_url)
     wait_ready(page)
+    text = page.input_value("#prompt textarea")
+    page.locator("#prompt textarea").fill("")
     open_two_models(page)
+    info = read_both(page, SECOND)
+    assert f"Read by both: “{text}”" in info and "The box is empty" in info, info
+    assert page.input_value("#prompt textarea") == ""
+    assert inner_scroll_areas(page, "a") == [] and inner_scroll_areas(page, "b") == []
+    page.wait_for_selector("#two-models-chart .js-plotly-plot .gtitle")
+    page.tap("#two-models-chart .nsewdrag")  # a tap shows Plotly's mode bar
+    assert overlaps(page, "two-models-chart", CHART_PARTS) == []
+    shot(page, "two-models-phone-chart")
     info = read_both(page, "en-de-numbers")
     assert "is a translator" in info, info
     assert table_rows(page, "b")[0][0] == "previous"

@@ -20,20 +20,32 @@ from explorer.ui.tab import new_session, require, tab_event
 from explorer.ui.tabs.parts import beside_explanation
 from explorer.ui.wiring import Wiring
 
-TWO_MODELS = """**The same text, two models.** Choose a second model and press *Read with both*: the text in
-the box is read by the page's model and by the second one. Per head, the share of attention on
-the **previous token**, on the **first token** (a "sink"), and the **induction** score (on a
-random sequence of the model's own vocabulary, repeated); each model's strongest heads are listed,
-and a click opens one: its self-attention, on the page's model, or, for the second model, the
-page switches to it with the same text (and the page's model becomes the second). The **KV cache**
-per token comes from the shapes (layers × key/value heads × head size × 2 × 4 bytes); a sliding
-layer keeps only its window. Along the text: the two models cut it into different tokens, so they
-are compared where both have read exactly the same characters, by the probability each gives
-the characters that really come next, and whether their most probable next tokens begin alike."""
+TWO_MODELS = """**The same text, two models.** Choose a second model and press *Read with both*: the
+page's text (the one its tokens start from, as last stepped) is read by the page's model and by the
+second one. Per head, the share of attention on the **previous token**, on the **first token** (a
+"sink"), and the **induction** score (on a random sequence of the model's own vocabulary,
+repeated); each model's strongest heads are listed, and a click opens one: its self-attention, on
+the page's model, or, for the second model, the page switches to it with the same text (the tokens
+generated are left behind; the page's model becomes the second). The **KV cache** per token comes
+from the shapes (layers × key/value heads × head size × 2 × 4 bytes); a sliding layer keeps only
+its window. Along the text: the two models cut it into different tokens, so they are compared where
+both have read exactly the same characters, by the probability each gives the characters that
+really come next, and whether their most probable next tokens begin alike."""
 
 FIGURES = ("two_models_info", "two_models_heads_a", "two_models_heads_b", "two_models_plot")
 STEPPED = False  # the census reads the text, not the tokens a step adds
 NOTHING_YET = "Choose a second model and press **Read with both**."
+# Every row in sight: 3 kinds x 5 heads at ~37 px each under a header (~600 px). A box of 420 px hid
+# the induction rows in an inner scroll area a learner did not notice, on a laptop and on a phone.
+TABLE_MAX_PX = 1200
+# After a click on a head: the self-attention it opened scrolled into sight (the window stayed where the
+# tables were, with the heatmap above the fold: the click looked like it did nothing). Centred when it
+# fits, its top at the window's top when taller; nothing happens when the tab did not change (hidden).
+SHOW_OPENED_HEAD = """() => requestAnimationFrame(() => {
+    const heatmap = document.getElementById('self-attention');
+    if (!heatmap || !heatmap.offsetParent) return;
+    const fits = heatmap.getBoundingClientRect().height < window.innerHeight;
+    heatmap.scrollIntoView({block: fits ? 'center' : 'start', behavior: 'instant'}); })"""
 
 
 def layout(page: Page) -> None:
@@ -55,41 +67,49 @@ def layout(page: Page) -> None:
                 page.add(
                     **{f"two_models_heads_{side}": gr.Dataframe(
                         headers=shown.TABLE_HEADERS, interactive=False, elem_id=f"two-models-heads-{side}",
-                        label="Strongest heads", max_height=420,
+                        label="Strongest heads", max_height=TABLE_MAX_PX,
                         column_widths=["38%", "12%", "28%", "22%"],  # the score in sight, on a phone too
                     )}
                 )  # fmt: skip
     page.add(two_models_plot=gr.Plot(label="Along the text", elem_id="two-models-chart"))
 
 
-def figures(st: ExplorerState) -> Updates:
+def figures(st: ExplorerState, box_text: str | None = None) -> Updates:
+    """The census on screen; ``box_text``, the prompt box's text when the learner pressed Read with both
+    (what to do is said when it is not the text read)."""
     result = st.two_models
     if result is None:
         return {"two_models_info": NOTHING_YET, "two_models_heads_a": None, "two_models_heads_b": None,
                 "two_models_plot": None}  # fmt: skip
+    generated = len(st.session.generated_ids)
     tables = {
         f"two_models_heads_{side}": gr.Dataframe(
-            value=shown.head_rows(census), label=shown.table_label(census, st.model_name)
+            value=shown.head_rows(census), label=shown.table_label(census, st.model_name, generated)
         )
         for side, census in (("a", result.a), ("b", result.b))
     }
-    return {"two_models_info": shown.summary(result), **tables,
+    info = shown.text_read(result, st.session.text, box_text) + "\n\n" + shown.summary(result)
+    return {"two_models_info": info, **tables,
             "two_models_plot": shown_plot(st, shown.agreement_figure(result), "two-models")}  # fmt: skip
 
 
 def wire(wiring: Wiring) -> None:
     page = wiring.page
     ours = page.pick(*FIGURES)
-    page.two_models_button.click(wiring.on(on_read_both), [page.state, page.two_models_second], ours)
+    read_with = [page.state, page.two_models_second, page.text]
+    page.two_models_button.click(wiring.on(on_read_both), read_with, ours)
     page.two_models_unload.click(wiring.on(on_unload), [page.state, page.two_models_second], [page.two_models_info])
     switched = {*wiring.new_model, *page.pick(*CLOSED_LESSON, "model", "two_models_second", *FIGURES)}
     for side in ("a", "b"):
         table = getattr(page, f"two_models_heads_{side}")
-        table.select(wiring.on(head_opener(side)), [page.state, *wiring.settings], switched)
+        opened = table.select(wiring.on(head_opener(side)), [page.state, *wiring.settings], switched)
+        opened.then(None, js=SHOW_OPENED_HEAD)
 
 
 @tab_event
-def on_read_both(st, second_name, progress=gr.Progress()) -> Updates:
+def on_read_both(st, second_name, box_text=None, progress=gr.Progress()) -> Updates:
+    """Both models read the page's text (its tokens' start), not the box's: the heads a click opens are
+    those of the text on the page. A box that holds another text is said on the tab, and kept."""
     st = require(st)
     if not second_name:
         raise InputError("Choose the second model first (the list above the button).")
@@ -99,7 +119,7 @@ def on_read_both(st, second_name, progress=gr.Progress()) -> Updates:
     second = model_store.get_model(second_name)
     progress(0.3, desc="Reading the text with both models")
     st.two_models = compare_models(st.session.loaded, second, st.session.text)
-    return figures(st)
+    return figures(st, box_text)
 
 
 @tab_event
@@ -141,15 +161,27 @@ def head_opener(side: str):
 
 def switch_to(st: ExplorerState, name: str, text: str, settings: list, head: tuple[int, int]) -> Updates:
     """The page on model ``name`` with the census's text, on ``head``'s self-attention; the page's
-    model becomes the second."""
-    previous = st.model_name
+    model becomes the second. A box holding another text (typed, not stepped) keeps it."""
+    previous, generated = st.model_name, len(st.session.generated_ids)
+    box_kept = settings[0] != text
     loaded = model_store.get_model(name)
     new_session(st, text, *settings[1:], model_name=name)
     st.layer, st.head = checked_view(st.session, head[0], str(head[1]))
     st.tab = DEFAULT_TAB
-    gr.Info(f"The page now shows {name} with the same text; {previous} is the second model.")
+    said = f"The page now shows {name} with the same text; {previous} is the second model."
+    if generated:  # said on the table before the click too (shown.table_label)
+        lost = shown.left_behind(generated, f"with {previous}")
+        said += f" {lost[0].upper()}{lost[1:]}: Step or Generate goes on."
+    if box_kept:
+        said += " The box keeps the text you typed (not read yet: Step starts from it)."
+    gr.Info(said, duration=None if generated else 10)  # a loss stays said until closed
+    box = (
+        gr.Textbox(label=rendering.text_label(loaded))
+        if box_kept
+        else gr.Textbox(value=text, label=rendering.text_label(loaded))
+    )
     return {
         **rendering.model_views(loaded), **rendering.render(st, full=True), **closed_lesson(st),
-        "model": gr.Dropdown(value=name), "text": gr.Textbox(value=text, label=rendering.text_label(loaded)),
+        "model": gr.Dropdown(value=name), "text": box,
         "two_models_second": gr.Dropdown(value=previous), "tabs": gr.Tabs(selected=st.tab),
     }  # fmt: skip
