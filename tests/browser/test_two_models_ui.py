@@ -172,7 +172,8 @@ def test_two_models_census_opens_heads_and_unloads(page):
 
 def test_a_translator_beside_on_a_phone(browser, app_url):
     """On a phone: with the box emptied, the tab says which text it read and keeps the box empty; every
-    row of the tables in sight, the agreement chart's parts clear of each other; then a translator."""
+    row of the tables in sight, the agreement chart's parts clear of each other, a head opened in view;
+    then a translator."""
     context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
     page = context.new_page()
     page.set_default_timeout(120_000)
@@ -191,6 +192,10 @@ def test_a_translator_beside_on_a_phone(browser, app_url):
     page.tap("#two-models-chart .nsewdrag")  # a tap shows Plotly's mode bar
     assert overlaps(page, "two-models-chart", CHART_PARTS) == []
     shot(page, "two-models-phone-chart")
+    click_row(page, "a", 0)  # a head opened: its heatmap in the phone's window too
+    page.wait_for_selector("button[role=tab][aria-selected=true]:has-text('Self-attention')")
+    wait_heatmap_in_view(page)
+    open_two_models(page)
     info = read_both(page, "en-de-numbers")
     assert "is a translator" in info, info
     assert table_rows(page, "b")[0][0] == "previous"
