@@ -328,3 +328,31 @@ def test_the_agreement_chart_keeps_its_title_clear_of_the_tool_bar(compared):
     assert title["pad"]["t"] == agreement.TOP_BAR_PX and "<br>" in title["text"]  # two short lines on a phone
     assert layout["margin"]["t"] > agreement.TOP_BAR_PX + 2 * 18 + 3 * 20  # the title, then a legend of 3 lines
     assert {"select2d", "lasso2d"} <= set(layout["modebar"]["remove"])
+
+
+def test_a_click_on_the_second_models_head_says_what_it_leaves_and_keeps_a_typed_box(tiny, compared, monkeypatch):
+    """The switch to the second model: the census's text on the page, the tokens generated said left
+    behind in a note that stays, and a box holding another typed text left as the learner typed it."""
+    import gradio as gr
+
+    from explorer.present import model_store
+    from explorer.present.views import ExplorerState
+    from explorer.ui.tabs import two_models as tab
+
+    by_name = {compared.a.name: tiny["gpt2"], compared.b.name: tiny["gemma3"]}
+    monkeypatch.setattr(model_store, "get_model", lambda name, progress=True: by_name[name])
+    said = []
+    monkeypatch.setattr(gr, "Info", lambda message, duration=10: said.append((message, duration)))
+    st = ExplorerState(compared.a.name, session=explorer.GenerationSession(tiny["gpt2"], TEXT))
+    st.two_models = compared
+    st.session.step()
+    click = type("Click", (), {"index": [0, 2]})()
+    settings = ["Another text, typed", False, True, 1.0, 0, 1.0, 0]  # render.SETTINGS, in order
+    shown = tab.head_opener("b")(st, *settings, click)
+    assert st.model_name == compared.b.name and st.session.text == TEXT and not st.session.generated_ids
+    layer, head, _ = compared.b.strongest("previous token", 1)[0]  # row 0: the strongest previous-token head
+    assert (st.layer, st.head) == (layer, str(head))
+    assert shown["text"].value is None  # the box keeps what was typed
+    message, duration = said[0]
+    assert "The token generated with" in message and "is left behind" in message and "The box keeps" in message
+    assert duration is None  # stays until closed
