@@ -658,8 +658,9 @@ LESSONS = [
         LessonStep(
             "What sharing saves",
             "Each token's keys and values stay in the KV cache for every later step. This step generated two "
-            "tokens; the *KV cache* tab shows the cache's size, and the *Two models* tab puts SmolLM2's beside it.",
-            "How many bytes does Gemma's cache keep for each token?",
+            "tokens; the *KV cache* line under the tab's plot shows the cache's size and what it keeps a token, "
+            "and the *Two models* tab puts SmolLM2's beside it.",
+            "How many bytes does Gemma's cache keep for each token (the *KV cache* line says)?",
             Setup(model=GEMMA, steps=2, tab="cache"), measured_bytes_per_token),
         LessonStep(
             "Same keys, different reading",

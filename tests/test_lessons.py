@@ -15,6 +15,8 @@ from explorer import lessons
 from explorer.analysis import ablation
 from explorer.errors import InputError
 from explorer.model.cache import KVCache
+from explorer.present import views
+from explorer.present.views import ExplorerState
 from explorer.tokens import visible
 from explorer.ui.lesson_events import lesson_choices, linked_step
 from tests.real_models import real_model
@@ -213,6 +215,8 @@ def test_multi_query_one_kv_head_its_bytes_and_heads_that_read_apart(posed):
     n = ids.shape[1]
     held = sum(cache.sequence.read(i, field, n).nbytes for i in range(config.n_layers) for field in ("keys", "values"))
     assert question.answer == f"{held // ids.shape[1]:,} bytes" == "36,864 bytes"
+    # The learner reads the answer off the screen: the KV cache tab's line says it, not "0.29 MB".
+    assert f"**{question.answer} a token**" in views.cache_summary(ExplorerState(lessons.GEMMA, session=session))
     session, question = posed[10, 2]
     assert question.layer == config.layer_types.index("full")
     weights = session.full_pass(explorer.model.ATTENTION).trace.self_attention(question.layer)[0]  # (heads, T, T)

@@ -327,10 +327,12 @@ def cache_summary(state: ExplorerState) -> str:
             "evicted before that query ran."
         )
     else:
-        mb = session.cache.self_attn_bytes / 1e6
+        held = session.cache.self_attn_bytes
+        # The bytes a token written out: a lesson asks for them (lesson 10), and 0.29 MB over 8
+        # positions is arithmetic a learner should not have to do to read the cache's cost.
         line = (
-            f"**KV cache: on, {mb:.2f} MB** = 2 × {c.n_layers} layers × {c.n_kv_heads} key/value heads × "
-            f"{c.head_dim} dims × {n} positions × 4 bytes"
+            f"**KV cache: on, {held / 1e6:.2f} MB** = 2 × {c.n_layers} layers × {c.n_kv_heads} key/value heads × "
+            f"{c.head_dim} dims × {n} positions × 4 bytes: **{held // n:,} bytes a token**"
         )
         if session.cache.cross_attn_bytes:
             line += f", plus {session.cache.cross_attn_bytes / 1e6:.2f} MB of cross-attention keys and values"
