@@ -173,3 +173,20 @@ def test_the_lab_refuses_a_branch_with_heads_switched_off(session):
     branch = session.with_interventions(explorer.ablate_heads({0: [1]}))
     with pytest.raises(explorer.InputError, match="switches heads or sublayers off"):
         run_policy(branch, cp.window(16))
+
+
+def test_a_refused_lab_button_leaves_its_reason_beside_the_buttons(checkpoints):
+    """The refusal's pop-up fades; the note beside the lab's buttons stays until its next run,
+    which clears it (a learner who looked away still sees why nothing ran)."""
+    loaded = explorer.load_model(str(checkpoints["llama"]), progress=False)
+    st = ExplorerState(str(checkpoints["llama"]))
+    st.start(st.model_name, explorer.GenerationSession(loaded, TEXT))
+    run = lambda budget: kv_cache.on_lab_run(st, "sinks", budget, 2, progress=lambda *a, **k: None)  # noqa: E731
+    assert run(8) == {"lab_note": "⚠ **Not run.** Step or Generate first: the lab compares the policy with the "
+                      "full cache at each step."}  # fmt: skip
+    for _ in range(3):
+        st.session.step()
+    assert run(0) == {"lab_note": "⚠ **Not run.** The budget must be from 2 to 1,024 (got 0)."}
+    out = run(8)
+    assert out["lab_note"] == "" and "saved" in out["lab_info"]
+    assert kv_cache.on_lab_full(st) == {"lab_note": ""}  # nothing to go back from: only the note clears

@@ -58,6 +58,9 @@ def run_sinks_after_six_steps(page, steps: int = 6) -> int:
 
 
 def test_a_policy_run_on_smollm2_draws_what_each_layer_holds(page):
+    open_lab(page)  # before any Step: refused, and the reason stays beside the buttons
+    page.click("#lab-run")
+    page.wait_for_selector("#lab-note:has-text('Not run. Step or Generate first')")
     n = run_sinks_after_six_steps(page)
     grid = wait_plot_title(page, "lab-grid", "sinks 2 + window 6")
     z = grid["data"][0]["z"]
@@ -67,11 +70,13 @@ def test_a_policy_run_on_smollm2_draws_what_each_layer_holds(page):
     divergence = wait_plot_title(page, "lab-divergence", "against the full cache")
     assert len(divergence["data"][0]["x"]) == 7  # the prompt's next token, then each of the 6 steps
     assert "saved" in page.inner_text("#lab-info")
+    assert page.locator("#lab-note").is_hidden()  # the run cleared the refusal's note
     shot(page, "cache-lab-smollm2")
 
     set_number(page, "lab-budget", "0")  # refused with a message; the figures stay
     page.click("#lab-run")
     page.wait_for_selector("[data-testid=toast-body]:has-text('The budget must be from 2 to 1,024')")
+    assert "The budget must be from 2 to 1,024" in page.inner_text("#lab-note")  # and beside the buttons
     assert lab_plot(page, "lab-grid")["data"][0]["z"] == z
 
     page.click("#step")  # a step makes the run stale: its figures go

@@ -5,9 +5,11 @@ curve of every policy on a shipped text."""
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import weakref
+from collections.abc import Callable
 
 import gradio as gr
 
@@ -21,7 +23,7 @@ from explorer.present.views import ExplorerState
 from explorer.ui import render
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, shown_plot
-from explorer.ui.tab import require, tab_event
+from explorer.ui.tab import USER_ERRORS, require, tab_event
 from explorer.ui.wiring import Wiring
 from explorer.viz import cache_lab as lab_figures
 
@@ -95,6 +97,7 @@ def layout(page: Page) -> None:
                     ),
                 )
             page.add(
+                lab_note=gr.Markdown(elem_id="lab-note"),  # why the lab's last button did nothing (lab_noted)
                 lab_info=gr.Markdown(elem_id="lab-info"),
                 lab_grid=gr.Plot(label="What each layer holds", elem_id="lab-grid"),
                 lab_divergence=gr.Plot(label="Divergence from the full cache", elem_id="lab-divergence"),
@@ -122,9 +125,11 @@ def wire(wiring: Wiring) -> None:
     page = wiring.page
     page.compare_button.click(wiring.on(on_compare), [page.state], page.pick("timing_plot", "cache_info"))
     chosen = [page.state, page.lab_policy, page.lab_budget, page.lab_sinks]
-    page.lab_run.click(wiring.on(on_lab_run), chosen, page.pick("lab_grid", "lab_divergence", "lab_info"))
-    page.lab_curve_button.click(wiring.on(on_budget_curve), [page.state], page.pick("lab_curve", "lab_info"))
-    every_view = page.pick(*render.step_views(), *render.SESSION_VIEWS)  # a new session, the same model
+    page.lab_run.click(wiring.on(on_lab_run), chosen, page.pick("lab_grid", "lab_divergence", "lab_info", "lab_note"))
+    page.lab_curve_button.click(
+        wiring.on(on_budget_curve), [page.state], page.pick("lab_curve", "lab_info", "lab_note")
+    )
+    every_view = page.pick(*render.step_views(), *render.SESSION_VIEWS, "lab_note")  # a new session, the same model
     page.lab_apply.click(wiring.on(on_lab_apply), chosen, every_view)
     page.lab_full.click(wiring.on(on_lab_full), [page.state], every_view)
 
@@ -157,7 +162,31 @@ def chosen_policy(name, budget, sinks, head_dim: int) -> cp.CachePolicy:
     return cp.sinks(n_sinks, size - n_sinks, cache_positions=name == "sinks_cache")
 
 
-@tab_event
+def lab_noted(handler: Callable) -> Callable:
+    """A lab button's event whose refusal (no Step yet, a budget out of range...) stays written
+    beside the buttons until the lab's next run, besides the pop-up, which fades: a learner who
+    looked away still sees why nothing ran. A run that goes ahead clears the note."""
+
+    @functools.wraps(handler)
+    def wrapper(*args, **kwargs) -> Updates:
+        try:
+            out = handler(*args, **kwargs)
+        except USER_ERRORS as error:
+            gr.Warning(str(error))
+            return {"lab_note": f"⚠ **Not run.** {error}"}
+        skipped = not isinstance(out, dict) or out.get("__type__") == "update"  # gr.skip() is a dict too
+        return {"lab_note": ""} if skipped else {**out, "lab_note": ""}
+
+    return wrapper
+
+
+def lab_event(handler: Callable) -> Callable:
+    """A tab event (``tab_event``: alone, a user's mistake said) whose refusal stays on the lab
+    (``lab_noted``); its ``__wrapped__`` is the handler itself, as any tab event's is."""
+    return functools.wraps(handler)(tab_event(lab_noted(handler)))
+
+
+@lab_event
 def on_lab_run(st, name, budget, sinks, progress=gr.Progress()) -> Updates:
     st = require(st)
     policy = chosen_policy(name, budget, sinks, st.session.config.head_dim)
@@ -170,7 +199,7 @@ def on_lab_run(st, name, budget, sinks, progress=gr.Progress()) -> Updates:
     return {**{k: v for k, v in figures(st).items() if k != "timing_plot"}, "lab_info": lab_summary(run)}
 
 
-@tab_event
+@lab_event
 def on_lab_apply(st, name, budget, sinks) -> Updates:
     """The session goes on under the policy: its tokens are read again, and the heatmaps hatch
     the keys the cache had evicted before each query ran."""
@@ -185,7 +214,7 @@ def on_lab_apply(st, name, budget, sinks) -> Updates:
     return restarted(st, policy)
 
 
-@tab_event
+@lab_event
 def on_lab_full(st) -> Updates:
     st = require(st)
     return restarted(st, None) if st.session.cache_plan.under_policy else gr.skip()
@@ -230,7 +259,7 @@ def curve_of(loaded, progress) -> tuple[list, int]:
         return rows, n_tokens
 
 
-@tab_event
+@lab_event
 def on_budget_curve(st, progress=gr.Progress()) -> Updates:
     st = require(st)
     loaded = st.session.loaded
