@@ -237,3 +237,12 @@ def test_the_teachers_panel_names_the_lesson_the_class_sees(ws):
     st = set_up(4, 1)
     st.workshop = Leading(started.code, started.secret, 1)
     assert f"**Workshop {started.code}** on lesson 4, *{lessons.LESSONS[3].title}*" in workshop_events.teacher_info(st)
+
+
+def test_a_lesson_on_a_base_model_offers_no_chat_template():
+    """Lesson 10 opens Gemma 3 270M, a base model: no "Use the chat template", and the model's
+    line says why; a lesson on SmolLM2 (instruction-tuned) offers it."""
+    gemma = lesson_events.set_up(REQUEST, None, 10, 0, None)
+    assert gemma["chat"].visible is False and "no chat template" in gemma["model_info"]
+    smol = lesson_events.set_up(REQUEST, None, 7, 0, None)
+    assert smol["chat"].visible is True and "no chat template" not in smol["model_info"]

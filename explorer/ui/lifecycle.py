@@ -18,7 +18,7 @@ from explorer.present import model_store
 from explorer.present.tabs import opening_tab, shown_tab
 from explorer.present.views import ExplorerState, checked_view
 from explorer.ui import texts
-from explorer.ui.render import buttons_on, model_views, render, text_label
+from explorer.ui.render import buttons_on, chat_box, model_views, render, text_label
 from explorer.ui.shown import Updates
 from explorer.ui.tab import USER_ERRORS, new_session, saved_session_folder, tab_event, tab_state
 from explorer.ui.texts import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
@@ -168,8 +168,9 @@ def show_session(request: gr.Request, st, name: str, session, snap: snapshot.Sna
     st.layer, st.head = layer_index, head_choice
     st.query = snap.query if snap.query is not None and 0 <= snap.query < len(session.token_ids) else None
     st.tab = shown_tab(snap.tab, session.is_encoder_decoder)
-    out = {
-        **model_views(loaded), "text": gr.Textbox(value=snap.text, label=text_label(loaded)), "chat": snap.chat,
+    out = {  # the box shows the session's choice, and only where the model has a chat template
+        **model_views(loaded), "text": gr.Textbox(value=snap.text, label=text_label(loaded)),
+        "chat": chat_box(loaded, snap.chat),
         "use_cache": snap.use_cache, "temperature": snap.temperature, "top_k": snap.top_k, "top_p": snap.top_p,
         "seed": snap.seed, "tabs": gr.Tabs(selected=st.tab), **render(st, full=True),
     }  # fmt: skip

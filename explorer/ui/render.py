@@ -111,9 +111,20 @@ def text_label(loaded) -> str:
 
 
 def model_info(loaded) -> str:
-    """The model's description, and its card (licence, architecture) one click away."""
+    """The model's description, why it offers no chat template where it has none, and its card
+    (licence, architecture) one click away."""
+    info = loaded.description
+    if not loaded.is_encoder_decoder and not loaded.has_chat_template:
+        info += " It has no chat template: it continues your text as written."
     card = model_card.link(loaded.name)
-    return f"{loaded.description} [Model card and licence]({card})" if card else loaded.description
+    return f"{info} [Model card and licence]({card})" if card else info
+
+
+def chat_box(loaded, value: bool | None = None) -> gr.Checkbox:
+    """ "Use the chat template", offered only by a decoder whose tokenizer has one (``value``:
+    ticked or not; None leaves it as it is)."""
+    shown = {"visible": loaded.has_chat_template and not loaded.is_encoder_decoder}
+    return gr.Checkbox(**shown) if value is None else gr.Checkbox(value=value, **shown)
 
 
 def model_views(loaded) -> Updates:
@@ -123,7 +134,7 @@ def model_views(loaded) -> Updates:
         **buttons_on(),
         "model_info": model_info(loaded),
         "text": gr.Textbox(label=text_label(loaded)),
-        "chat": gr.Checkbox(visible=loaded.has_chat_template and not translator),
+        "chat": chat_box(loaded),
         "strip": gr.HighlightedText(color_map=views.strip_colors(translator)),
         "decoder_examples": gr.Column(visible=not translator),
         "translator_examples": gr.Column(visible=translator),
