@@ -19,7 +19,7 @@ import pytest
 
 from explorer import lessons
 from explorer.present.workshop_seats import Leading
-from explorer.ui import answer_cover, lesson_events, workshop_events, workshop_round
+from explorer.ui import answer_cover, lesson_events, lifecycle, workshop_events, workshop_round
 from explorer.ui.shown import current_snapshot
 from explorer.viz.workshop import tally_figure
 from explorer.workshop import Workshops, connect
@@ -237,6 +237,29 @@ def test_the_teachers_panel_names_the_lesson_the_class_sees(ws):
     st = set_up(4, 1)
     st.workshop = Leading(started.code, started.secret, 1)
     assert f"**Workshop {started.code}** on lesson 4, *{lessons.LESSONS[3].title}*" in workshop_events.teacher_info(st)
+
+
+# ---------------------------------------------------------------- what the panel offers with no lesson
+CONTROLS = ("lesson_answer", "lesson_check", "lesson_next")
+
+
+def shown(updates, names=CONTROLS) -> list[bool]:
+    return [updates[name].visible for name in names]
+
+
+def test_the_answer_check_and_next_come_only_with_a_lesson(ws):
+    """ "Your answer", Check and Next step, with nothing to check: not before any lesson, not after
+    a model switch closed it, not after a workshop ended on a page with no lesson open."""
+    assert shown(lesson_events.lesson_controls(None)) == [False, False, False]
+    out = lesson_events.set_up(REQUEST, None, 7, 0, None)
+    st = out["state"]
+    assert shown(out) == [True, True, True] and shown(workshop_events.panel(st)) == [True, True, True]
+    started = ws.start(7)
+    st.workshop = Leading(started.code, started.secret, 7)  # the teacher asks and reveals; Next stays theirs
+    assert shown(workshop_events.panel(st)) == [False, False, True]
+    assert shown(lifecycle.closed_lesson(st)) == [False, False, False]  # (a model switch)
+    st.workshop = None  # the workshop is over, and no lesson is open
+    assert shown(workshop_events.panel(st)) == [False, False, False]
 
 
 def test_a_lesson_on_a_base_model_offers_no_chat_template():

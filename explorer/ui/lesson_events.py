@@ -31,8 +31,22 @@ from explorer.ui.tab import USER_ERRORS, tab_event
 # What a lesson step changes besides the session on screen.
 LESSON_VIEWS = (
     "lesson", "lesson_text", "lesson_answer", "lesson_feedback", "lessons_panel", "switched_off", "lesson_back",
-    "answer_cover",
+    "answer_cover", "lesson_check", "lesson_next",
 )  # fmt: skip
+
+
+def lesson_controls(st: ExplorerState | None) -> Updates:
+    """ "Your answer", Check and Next step, shown only with a lesson open: without one there is
+    nothing to answer or check (before any lesson, after a model switch closed it, after a
+    workshop). In a workshop the teacher asks and reveals: the answer and Check are away on every
+    page, the teacher's too (its Check put the answer on the projector while the class voted)."""
+    lesson_open = st is not None and st.lesson is not None
+    answers_here = lesson_open and not in_class(st)
+    return {
+        "lesson_answer": gr.Radio(visible=answers_here),
+        "lesson_check": gr.Button(visible=answers_here),
+        "lesson_next": gr.Button(visible=lesson_open),
+    }
 
 
 def lesson_choices(done: Mapping | None) -> list[tuple[str, int]]:
@@ -84,9 +98,10 @@ def set_up(
         out |= render(st)  # the views again, with what the step switched off crossed out
     return {
         **out,
+        **lesson_controls(st),
         "lesson": gr.Dropdown(value=number, **({} if done is None else {"choices": lesson_choices(done)})),
         "lesson_text": step_text(number, index),
-        "lesson_answer": gr.Radio(choices=posed.options, value=None),
+        "lesson_answer": gr.Radio(choices=posed.options, value=None, visible=not in_class(st)),
         "lesson_feedback": "",
         "lessons_panel": gr.Accordion(open=True),
         "switched_off": st.switched_off.text(),

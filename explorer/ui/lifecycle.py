@@ -116,7 +116,10 @@ def on_model_change(request: gr.Request, model_name, st, *settings, progress=gr.
 
 
 # What closing a lesson changes (a model switch, "Back to your text").
-CLOSED_LESSON = ("lesson", "lesson_text", "lesson_answer", "lesson_feedback", "lesson_back", "answer_cover")
+CLOSED_LESSON = (
+    "lesson", "lesson_text", "lesson_answer", "lesson_feedback", "lesson_back", "answer_cover", "lesson_check",
+    "lesson_next",
+)  # fmt: skip
 
 
 def closed_lesson(st: ExplorerState) -> Updates:
@@ -125,7 +128,8 @@ def closed_lesson(st: ExplorerState) -> Updates:
     st.lesson = None
     return {
         "lesson": gr.Dropdown(value=None), "lesson_text": texts.LESSONS, "lesson_feedback": "",
-        "lesson_answer": gr.Radio(choices=[], value=None), "lesson_back": gr.Button(visible=False),
+        "lesson_answer": gr.Radio(choices=[], value=None, visible=False), "lesson_back": gr.Button(visible=False),
+        "lesson_check": gr.Button(visible=False), "lesson_next": gr.Button(visible=False),  # nothing to check
         "answer_cover": "",  # nothing a lesson's question asks for is covered any more
     }  # fmt: skip
 

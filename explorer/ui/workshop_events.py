@@ -54,7 +54,7 @@ from explorer.workshop.service import purge_every
 WORKSHOP_VIEWS = (
     "workshop_panel", "workshop_info", "workshop_enter", "workshop_teacher", "workshop_student", "workshop_live",
     "workshop_seat", "workshop_chart", "workshop_tally", "workshop_follow", "workshop_code", "workshop_focus",
-    "workshop_room", "lesson_answer", "lesson_check", "answer_cover", "workshop_lock", "workshop_seats",
+    "workshop_room", "lesson_answer", "lesson_check", "lesson_next", "answer_cover", "workshop_lock", "workshop_seats",
     "workshop_remove_pick", "workshop_mine_pick", "workshop_mine_row",
 )  # fmt: skip
 LINKS = ("workshop_student_link", "workshop_teacher_link")
@@ -653,10 +653,8 @@ def panel(st: ExplorerState | None) -> Updates:
         "workshop_student": gr.Column(visible=isinstance(seat, Following)),
         "workshop_seat": kept_seat(seat),
         "workshop_live": live_value(seat),
-        # In a workshop the teacher asks and reveals: the lesson's own answer and Check are away on
-        # every page, the teacher's too (its Check put the answer on the projector while the class voted).
-        "lesson_answer": gr.Radio(visible=seat is None),
-        "lesson_check": gr.Button(visible=seat is None),
+        # The lesson's own answer, Check and Next: away in a workshop, and without a lesson open.
+        **lesson_events.lesson_controls(st),
         "workshop_focus": isinstance(seat, Following) and seat.following,
     }
     if seat is None:

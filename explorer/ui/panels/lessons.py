@@ -42,10 +42,13 @@ def panel(page: Page) -> None:
             label="Lesson", elem_id="lesson",
         )  # fmt: skip
         made["lesson_text"] = gr.Markdown(texts.LESSONS, elem_id="lesson-text")
-        made["lesson_answer"] = gr.Radio([], label="Your answer", elem_id="lesson-answer")
+        # The answer, Check and Next come with a lesson (lesson_events.lesson_controls).
+        made["lesson_answer"] = gr.Radio([], label="Your answer", elem_id="lesson-answer", visible=False)
         with gr.Row():
-            made["lesson_check"] = gr.Button("Check", variant="primary", elem_id="lesson-check", size="sm")
-            made["lesson_next"] = gr.Button("Next step", elem_id="lesson-next", size="sm")
+            made["lesson_check"] = gr.Button(
+                "Check", variant="primary", elem_id="lesson-check", size="sm", visible=False
+            )
+            made["lesson_next"] = gr.Button("Next step", elem_id="lesson-next", size="sm", visible=False)
             made["lesson_back"] = gr.Button("Back to your text", elem_id="lesson-back", size="sm", visible=False)
         made["lesson_feedback"] = gr.Markdown(elem_id="lesson-feedback")
         page.add(**made)
