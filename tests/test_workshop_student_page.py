@@ -70,8 +70,9 @@ def test_a_students_panel_puts_the_lessons_check_away_and_makes_a_students_page(
     st.workshop.following = False
     assert workshop_events.panel(st)["workshop_focus"] is False  # exploring: the whole explorer
     st.workshop = None
-    alone = workshop_events.panel(st)
-    assert alone["lesson_answer"].visible is True and alone["lesson_check"].visible is True
+    alone = workshop_events.panel(st)  # out of the workshop with no lesson open: nothing to answer or check
+    assert alone["lesson_answer"].visible is False and alone["lesson_check"].visible is False
+    assert alone["lesson_next"].visible is False  # (with a lesson open they come back: test_lesson_questions)
     assert alone["workshop_focus"] is False
 
 
