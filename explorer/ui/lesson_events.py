@@ -36,7 +36,7 @@ LESSON_VIEWS = (
 
 
 def lesson_controls(st: ExplorerState | None) -> Updates:
-    """ "Your answer", Check and Next step, shown only with a lesson open: without one there is
+    """Show "Your answer", Check and Next step only with a lesson open: without one there is
     nothing to answer or check (before any lesson, after a model switch closed it, after a
     workshop). In a workshop the teacher asks and reveals: the answer and Check are away on every
     page, the teacher's too (its Check put the answer on the projector while the class voted)."""
