@@ -34,20 +34,23 @@ page => {
   })();
 
   // The teacher asks: the class's count and chart come in below the buttons, off the screen of a
-  // 720-pixel projector. Once drawn they are brought into view (only where off screen, the chart's
-  // top kept on screen), for ten seconds after the click or until the teacher scrolls themselves.
+  // 720-pixel projector. Once drawn they are brought into view once (only where off screen, the
+  // chart's top kept on screen), within ten seconds of the click, and not after the teacher has
+  // done anything else (a click elsewhere, a scroll, a key): the page never moves under them.
   (() => {
     const ASKS = '#workshop-ask, #workshop-ask-next, #workshop-again';
     let until = 0;
-    document.addEventListener('click', e => {
-      if (e.target.closest && e.target.closest(ASKS)) until = Date.now() + 10000;
+    document.addEventListener('pointerdown', e => {
+      until = e.target.closest && e.target.closest(ASKS) ? Date.now() + 10000 : 0;
     }, true);
     for (const name of ['wheel', 'touchmove', 'keydown']) document.addEventListener(name, () => { until = 0; }, true);
     whenPageChanges(() => {
       const chart = document.querySelector('#workshop-chart');
       if (Date.now() > until || !chart || !chart.querySelector('.js-plotly-plot')) return;
       const box = chart.getBoundingClientRect();
-      if (box.height && box.bottom > innerHeight) window.scrollBy(0, Math.min(box.bottom - innerHeight + 12, box.top - 12));
+      if (!box.height) return;
+      if (box.bottom > innerHeight) window.scrollBy(0, Math.min(box.bottom - innerHeight + 12, box.top - 12));
+      until = 0;  // brought into view (or already there): once
     });
   })();
 
