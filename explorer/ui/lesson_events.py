@@ -35,15 +35,17 @@ LESSON_VIEWS = (
 )  # fmt: skip
 
 
-def lesson_controls(st: ExplorerState | None) -> Updates:
+def lesson_controls(st: ExplorerState | None, options: list[str] | None = None) -> Updates:
     """Show "Your answer", Check and Next step only with a lesson open: without one there is
     nothing to answer or check (before any lesson, after a model switch closed it, after a
     workshop). In a workshop the teacher asks and reveals: the answer and Check are away on every
-    page, the teacher's too (its Check put the answer on the projector while the class voted)."""
+    page, the teacher's too (its Check put the answer on the projector while the class voted).
+    ``options``: a new step's answers to choose from (none chosen yet)."""
     lesson_open = st is not None and st.lesson is not None
     answers_here = lesson_open and not in_class(st)
+    answer = {} if options is None else {"choices": options, "value": None}
     return {
-        "lesson_answer": gr.Radio(visible=answers_here),
+        "lesson_answer": gr.Radio(visible=answers_here, **answer),
         "lesson_check": gr.Button(visible=answers_here),
         "lesson_next": gr.Button(visible=lesson_open),
     }
@@ -98,10 +100,9 @@ def set_up(
         out |= render(st)  # the views again, with what the step switched off crossed out
     return {
         **out,
-        **lesson_controls(st),
+        **lesson_controls(st, posed.options),
         "lesson": gr.Dropdown(value=number, **({} if done is None else {"choices": lesson_choices(done)})),
         "lesson_text": step_text(number, index),
-        "lesson_answer": gr.Radio(choices=posed.options, value=None, visible=not in_class(st)),
         "lesson_feedback": "",
         "lessons_panel": gr.Accordion(open=True),
         "switched_off": st.switched_off.text(),
