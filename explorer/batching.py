@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 
-from explorer.session import GenerationSession, Step, StepResult, know_tops_together, run_together
+from explorer.session import GenerationSession, Step, StepResult, choose_together, run_together
 
 MAX_BATCH = 32
 log = logging.getLogger("decoder_explorer")
@@ -100,10 +100,10 @@ def batched_step(group: list[GenerationSession]) -> list[StepResult]:
     each begins its own step (choosing its token), and the steps run together. Leaves every
     session as it was if the pass fails."""
     steps: list[Step] = []
-    know_tops_together(group)
+    choices = choose_together(group)
     try:
-        for session in group:
-            steps.append(Step(session))
+        for session, token in zip(group, choices, strict=True):
+            steps.append(Step(session, token))
     except BaseException:
         for step in steps:
             step.rollback()

@@ -15,29 +15,49 @@ CONTEXT = 6  # tokens of left context; enough to complete any UTF-8 character
 
 def continuation_texts(tokenizer, context: list[int], candidates: list[int]) -> list[str]:
     """The text each candidate token would add after ``context`` (one batched decode)."""
+    return continuation_texts_of_rows(tokenizer, [context], [candidates])[0]
+
+
+def continuation_texts_of_rows(tokenizer, contexts: list[list[int]], candidates: list[list[int]]) -> list[list[str]]:
+    """``continuation_texts`` for many rows (a batched step's sessions) in two batched decodes:
+    row i's candidates ``candidates[i]`` after ``contexts[i]``; the same texts as row by row."""
     special = _special_ids(tokenizer)
     if _is_sentencepiece(tokenizer):
         # A SentencePiece piece is its own text, "▁" marking a space; decoding would move
         # spaces between pieces (a lone "▁" decodes to nothing at the end of a text).
-        pieces = tokenizer.convert_ids_to_tokens(list(candidates))
-        return [p if c in special else p.replace("▁", " ") for c, p in zip(candidates, pieces, strict=True)]
+        return [_pieces_as_text(tokenizer, row, special) for row in candidates]
+    windows = [_window(context, special) for context in contexts]
+    # Earlier pieces that end in half a character decode to U+FFFD; the piece that
+    # completes the character is the one that shows it.
+    befores = [text.rstrip("\ufffd") for text in tokenizer.batch_decode(windows)]
+    throughs = iter(tokenizer.batch_decode([[*w, c] for w, row in zip(windows, candidates, strict=True) for c in row]))
+    return [
+        [_added_text(tokenizer, token_id, before, next(throughs), special) for token_id in row]
+        for before, row in zip(befores, candidates, strict=True)
+    ]
+
+
+def _pieces_as_text(tokenizer, candidates: list[int], special: set[int]) -> list[str]:
+    pieces = tokenizer.convert_ids_to_tokens(list(candidates))
+    return [p if c in special else p.replace("▁", " ") for c, p in zip(candidates, pieces, strict=True)]
+
+
+def _window(context: list[int], special: set[int]) -> list[int]:
+    """The last ``CONTEXT`` tokens of ``context``, less the special tokens it begins with."""
     window = context[-CONTEXT:]
     while window and window[0] in special:
         window = window[1:]
-    # Earlier pieces that end in half a character decode to U+FFFD; the piece that
-    # completes the character is the one that shows it.
-    before = tokenizer.decode(window).rstrip("\ufffd") if window else ""
-    throughs = tokenizer.batch_decode([[*window, c] for c in candidates])
-    texts = []
-    for token_id, through in zip(candidates, throughs, strict=True):
-        if token_id in special:
-            texts.append(tokenizer.convert_ids_to_tokens(token_id))
-            continue
-        text = through[len(before) :] if through.startswith(before) else tokenizer.decode([token_id])
-        if "\ufffd" in text:  # only part of a multi-byte character: show its bytes
-            text = _bytes_of(tokenizer.convert_ids_to_tokens(token_id))
-        texts.append(text)
-    return texts
+    return window
+
+
+def _added_text(tokenizer, token_id: int, before: str, through: str, special: set[int]) -> str:
+    """The text ``token_id`` adds: the decode ``through`` it less the decode ``before`` it."""
+    if token_id in special:
+        return tokenizer.convert_ids_to_tokens(token_id)
+    text = through[len(before) :] if through.startswith(before) else tokenizer.decode([token_id])
+    if "\ufffd" in text:  # only part of a multi-byte character: show its bytes
+        text = _bytes_of(tokenizer.convert_ids_to_tokens(token_id))
+    return text
 
 
 def piece_text(tokenizer, ids: list[int], index: int) -> str:

@@ -15,6 +15,7 @@ from explorer.batching import BatchStats, StepBatcher, batched_step, step_togeth
 from explorer.errors import InputError
 from explorer.model import ContextWindowError
 from explorer.session import SessionFinished
+from explorer.tokens import continuation_texts, continuation_texts_of_rows
 
 TEXTS = {
     "gpt2": ["The quick brown fox jumps over the lazy dog.", "def add(a, b):", "Attention"],
@@ -91,6 +92,41 @@ def test_sampling_stays_each_sessions_own(family):
                 session.step()
     for batched, single in zip(together, alone, strict=True):
         assert_same(batched, single)
+
+
+def test_greedy_and_sampling_sessions_in_one_batch_each_choose_as_alone(family):
+    """The batch takes the greedy rows' tokens from one argmax and leaves the sampling rows to
+    draw with their own seeds: a mixed batch, in any order, gives each row its own tokens."""
+    name, loaded = family
+    settings = [dict(temperature=1.3, seed=7), {}, dict(temperature=0.8, top_k=5, seed=3), {}]
+    texts = [TEXTS[name][i % len(TEXTS[name])] for i in range(len(settings))]
+    together = [explorer.GenerationSession(loaded, t, **kw) for t, kw in zip(texts, settings, strict=True)]
+    alone = [explorer.GenerationSession(loaded, t, **kw) for t, kw in zip(texts, settings, strict=True)]
+    for _ in range(3):
+        results = step_together(together)
+        for session, result in zip(alone, results, strict=True):
+            if isinstance(result, Exception):
+                with pytest.raises(type(result)):
+                    session.step()
+            else:
+                assert result.token_text == session.step().token_text
+    for batched, single in zip(together, alone, strict=True):
+        assert_same(batched, single)
+
+
+def test_the_texts_of_many_rows_candidates_are_each_rows_own(family):
+    """A batch decodes every row's candidates' texts at once: each row gets the texts it gets
+    alone (a character split over tokens included), and a text's pieces add up to the text."""
+    name, loaded = family
+    tokenizer = loaded.tokenizer
+    ids = tokenizer("café 🙂 " + TEXTS[name][0])["input_ids"]
+    contexts = [ids[:i] for i in range(len(ids))]
+    candidates = [[ids[i], *ids[:3]] for i in range(len(ids))]
+    rows = continuation_texts_of_rows(tokenizer, contexts, candidates)
+    assert rows == [continuation_texts(tokenizer, c, k) for c, k in zip(contexts, candidates, strict=True)]
+    plain = tokenizer(TEXTS[name][0], add_special_tokens=False)["input_ids"]
+    pieces = continuation_texts_of_rows(tokenizer, [plain[:i] for i in range(len(plain))], [[t] for t in plain])
+    assert "".join(row[0] for row in pieces).strip() == tokenizer.decode(plain).strip()
 
 
 def test_each_batched_step_records_the_candidates_it_would_have_recorded_alone(family):

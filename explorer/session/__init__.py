@@ -12,9 +12,9 @@ from explorer.errors import InputError
 from explorer.session.generation import MAX_SESSION_POSITIONS, GenerationSession
 from explorer.session.inputs import MAX_TEXT_CHARS
 from explorer.session.results import SessionFinished, StepResult, StepTiming, TopToken
-from explorer.session.step import Step, know_tops_together, run_together
+from explorer.session.step import Step, choose_together, run_together
 
 __all__ = [
     "MAX_SESSION_POSITIONS", "MAX_TEXT_CHARS", "GenerationSession", "InputError", "SessionFinished", "Step",
-    "StepResult", "StepTiming", "TopToken", "know_tops_together", "run_together",
+    "StepResult", "StepTiming", "TopToken", "choose_together", "run_together",
 ]  # fmt: skip

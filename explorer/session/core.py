@@ -168,10 +168,11 @@ class SessionCore(SessionPasses, SessionReading):
         known = self._top_known
         return known is not None and known.of(self._next_logits, len(self.token_ids), k)
 
-    def know_top(self, k: int, values: torch.Tensor, ids: torch.Tensor) -> None:
-        """Keep the top k probabilities ``values`` (k,) of the next token and their ``ids`` (k,)."""
+    def know_top(self, k: int, values: torch.Tensor, ids: torch.Tensor, texts: list[str] | None = None) -> None:
+        """Keep the top k probabilities ``values`` (k,) of the next token and their ``ids`` (k,);
+        ``texts``: what each adds after the tokens so far, where a batch decoded them already."""
         ids = ids.tolist()
-        texts = continuation_texts(self.tokenizer, self.token_ids, ids)
+        texts = texts if texts is not None else continuation_texts(self.tokenizer, self.token_ids, ids)
         top = tuple(TopToken(i, t, float(p)) for i, t, p in zip(ids, texts, values, strict=True))
         self._top_known = KnownTop(self._next_logits, len(self.token_ids), k, top)
 

@@ -19,7 +19,7 @@ from explorer.model import CacheBatch, Output, Record, Trace, batch_of
 from explorer.model.trace import residual_stream_names
 from explorer.session.attention_store import keep_batch
 from explorer.session.results import StepResult, StepTiming, timed
-from explorer.tokens import piece_text
+from explorer.tokens import continuation_texts_of_rows, piece_text
 
 if TYPE_CHECKING:
     from explorer.session.core import SessionCore
@@ -53,7 +53,7 @@ class Step:
         session = self.session
         position = len(session.token_ids) - 1
         session.timings.append(StepTiming(position, elapsed_ms, session.use_cache))
-        session._token_texts.append(piece_text(session.tokenizer, session.token_ids, position))
+        session._token_texts.append(self._token_text(position))
         result = StepResult(
             token_id=self.token,
             token_text=session._token_texts[-1],
@@ -70,6 +70,13 @@ class Step:
         # kept as queries and keys, and a copy of its probabilities per step would grow quadratically.
         session.steps.append(replace(result, trace=Trace()))
         return result
+
+    def _token_text(self, position: int) -> str:
+        """The text the token adds: its candidate's, where it was among them (the same decode)."""
+        for candidate in self.top:
+            if candidate.token_id == self.token:
+                return candidate.text
+        return piece_text(self.session.tokenizer, self.session.token_ids, position)
 
     def rollback(self) -> None:
         """Undo what the step began: its token, and whatever the failed pass put in the cache."""
@@ -99,17 +106,31 @@ def run_together(steps: list[Step]) -> list[StepResult]:
     return [step.finish(output.trace.row(b), elapsed_ms) for b, step in enumerate(steps)]
 
 
-def know_tops_together(sessions: list[SessionCore]) -> None:
-    """Each session's top candidates for its next token (what its step records), in one softmax
-    and one top-k for the batch, for the sessions whose page has not asked for them already.
-    Row by row the same numbers as each alone (``SessionCore.top_candidates``)."""
-    unknown = [session for session in sessions if not session.knows_top(session.n_top)]
-    for k in {session.n_top for session in unknown}:
-        rows = [session for session in unknown if session.n_top == k]
-        logits = torch.stack([session._next_logits for session in rows]).float()  # (B, vocab)
-        values, ids = logits.softmax(-1).topk(k)  # (B, k) each
-        for b, session in enumerate(rows):
-            session.know_top(k, values[b], ids[b])
+def choose_together(sessions: list[SessionCore]) -> list[int | None]:
+    """What each session's step begins with, from one stack of the batch's next-token logits: its
+    top candidates (what the step records) and, where it is greedy, its token (None where it
+    samples: it draws with its own seed). Row by row the same as each alone."""
+    logits = torch.stack([session._next_logits for session in sessions]).float()  # (B, vocab)
+    _know_tops(sessions, logits)
+    greedy = [b for b, session in enumerate(sessions) if session.sampling.greedy]
+    choices: list[int | None] = [None] * len(sessions)
+    # An argmax, row by row or of the stack, takes the first of equal maxima: the same tokens.
+    for b, token in zip(greedy, logits[greedy].argmax(-1).tolist(), strict=True):
+        choices[b] = token
+    return choices
+
+
+def _know_tops(sessions: list[SessionCore], logits: torch.Tensor) -> None:
+    """The top candidates of the sessions whose page has not asked for them already, in one
+    softmax, one top-k and one decode of their texts per size of list; ``logits`` (B, vocab)."""
+    unknown = [b for b, session in enumerate(sessions) if not session.knows_top(session.n_top)]
+    for k in {sessions[b].n_top for b in unknown}:
+        rows = [b for b in unknown if sessions[b].n_top == k]
+        values, ids = logits[rows].softmax(-1).topk(k)  # (R, k) each
+        contexts = [sessions[b].token_ids for b in rows]
+        texts = continuation_texts_of_rows(sessions[0].tokenizer, contexts, ids.tolist())
+        for i, b in enumerate(rows):
+            sessions[b].know_top(k, values[i], ids[i], texts[i])
 
 
 def _batch_record(sessions: list[SessionCore]) -> Record:
