@@ -23,7 +23,7 @@ from explorer.ui import answer_cover, lesson_events, lifecycle, workshop_events,
 from explorer.ui.shown import current_snapshot
 from explorer.viz.workshop import tally_figure
 from explorer.workshop import Workshops, connect
-from explorer.workshop.questions import lesson_question, lesson_title, next_token_question
+from explorer.workshop.questions import NEXT_TOKEN_TITLE, lesson_question, lesson_title, next_token_question
 
 REQUEST = SimpleNamespace(session_hash="test-lesson-questions")
 
@@ -136,7 +136,8 @@ def test_view_changes_name_what_moved():
 def test_a_learner_alone_has_the_next_token_covered_until_they_check():
     st = set_up(1, 0)
     cover = json.loads(answer_cover.lesson_cover(st))
-    assert cover == {"why": answer_cover.UNTIL_CHECKED, "step": lesson_title(1, 0), "tokens": len(st.session.token_ids)}
+    tokens = len(st.session.token_ids)
+    assert cover == {"why": answer_cover.UNTIL_CHECKED, "ends": [lesson_title(1, 0)], "tokens": tokens}
     wrong = next(o for o in st.lesson.posed.options if o != st.lesson.posed.answer)
     out = lesson_events.on_lesson_check(REQUEST, st, wrong, {})
     assert out["answer_cover"] == "" and "Not quite" in out["lesson_feedback"]
@@ -162,9 +163,30 @@ def test_the_teachers_page_is_covered_until_the_question_is_revealed(ws):
     st.session.step()
     ws.pose(started.code, started.secret, next_token_question(st.session))
     cover = json.loads(answer_cover.teacher_cover(st, ws.tally(started.code, started.secret)))
-    assert cover == {"why": answer_cover.UNTIL_REVEALED, "step": "", "tokens": None}
+    assert cover == {"why": answer_cover.UNTIL_REVEALED, "ends": [], "tokens": None}
     ws.reveal(started.code, started.secret)
     assert answer_cover.teacher_cover(st, ws.tally(started.code, started.secret)) == ""
+
+
+def test_revealing_what_comes_next_on_a_lessons_step_uncovers_it_too(ws):
+    """A teacher on a step that asks for the next token who asks "what token comes next?" instead
+    of the step's own question: its reveal names the same token, so it ends the step's cover (it
+    stayed covered on every page: a fresh-eyes session's class)."""
+    st = set_up(1, 0)
+    started = ws.start(1)
+    st.workshop = Leading(started.code, started.secret, 1)
+    ws.pose(started.code, started.secret, next_token_question(st.session))
+    assert json.loads(answer_cover.teacher_cover(st, ws.tally(started.code, started.secret)))["why"]
+    ws.reveal(started.code, started.secret)
+    revealed = ws.tally(started.code, started.secret)
+    assert answer_cover.teacher_cover(st, revealed) == ""
+    session, tokens = workshop_events.kept_value(st), len(st.session.token_ids)
+    assert revealed.title in json.loads(answer_cover.student_cover([1, 0], session, tokens))["ends"]
+    st.session.step()  # the same question one token on names another token: the step's cover stays
+    ws.pose(started.code, started.secret, next_token_question(st.session))
+    ws.reveal(started.code, started.secret)
+    st.session.undo()
+    assert json.loads(answer_cover.teacher_cover(st, ws.tally(started.code, started.secret)))["why"]
 
 
 def test_a_student_is_covered_on_the_teachers_step_and_by_an_open_question(ws):
@@ -172,7 +194,8 @@ def test_a_student_is_covered_on_the_teachers_step_and_by_an_open_question(ws):
     session = workshop_events.kept_value(st)
     tokens = len(st.session.token_ids)
     cover = json.loads(answer_cover.student_cover([1, 0], session, tokens))
-    assert cover == {"why": answer_cover.UNTIL_REVEALED, "step": lesson_title(1, 0), "tokens": tokens}
+    ends = [lesson_title(1, 0), NEXT_TOKEN_TITLE.format(tokens)]  # its own question, or the next token at its tokens
+    assert cover == {"why": answer_cover.UNTIL_REVEALED, "ends": ends, "tokens": tokens}
     stepped = {**session, "generated": [*session["generated"], 42]}
     assert answer_cover.student_cover([1, 0], stepped, tokens + 1) == ""  # the teacher stepped: Step showed it
     for at in ([1, 1], None, [1], [99, 0], ["1", "0"], [True, 0]):  # another step, or what no step is

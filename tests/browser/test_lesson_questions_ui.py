@@ -197,6 +197,23 @@ def test_a_class_is_asked_about_the_view_it_sees_and_predicts_before_seeing(brow
             "() => (document.querySelector('#workshop-chart .js-plotly-plot')?.data || []).length === 2"
         )
         assert chart_traces(teacher) == ["the class", "the model's probability"]
+
+        # Back on lesson 1's step (Undo), "what token comes next?" instead of the step's question:
+        # its reveal names the same token, so it uncovers the step on both pages.
+        stepped = len(tokens(teacher))
+        teacher.click("#undo")
+        teacher.wait_for_function("n => document.querySelectorAll('#token-strip .token').length === n",
+                                  arg=stepped - 1)  # fmt: skip
+        wait_covered(teacher, UNTIL_REVEALED)
+        wait_covered(student, UNTIL_REVEALED)
+        idle(teacher)
+        teacher.click("#workshop-ask-next")
+        wait_text(student, "#workshop-question", "Question 4")
+        teacher.click("#workshop-reveal")
+        wait_text(student, "#workshop-result", "answer")
+        wait_shown(student)
+        wait_shown(teacher)
+        assert answer_visible_in_candidates(student, greedy.answer)
         for page in (teacher, student):
             page.context.close()
 

@@ -5,7 +5,7 @@ page => {
   // While a question asks which token comes next (explorer/ui/answer_cover.py), every view that
   // would name it is covered, the reason written in its place. Covered when the server's hidden
   // box says so (the teacher's page, a learner alone, a following student on such a lesson step:
-  // while the strip holds the tokens it names, and until that step's question is revealed), or
+  // while the strip holds the tokens it names, and until a question it names is revealed), or
   // when a student's open question does (the workshop's script, static/workshop.js). Looked at
   // whenever the page changes, and twice a second (a box's new value changes no element).
   (() => {
@@ -20,7 +20,7 @@ page => {
       let why = d.roundCovers || '';
       if (!why && box && box.why) {
         const held = box.tokens === null || box.tokens === tokens().length;
-        const revealed = box.step && d.roundRevealed === box.step;
+        const revealed = Array.isArray(box.ends) && box.ends.includes(d.roundRevealed);
         if (held && !revealed) why = box.why;
       }
       for (const selector of COVERED) {
