@@ -292,3 +292,13 @@ def test_a_lesson_on_a_base_model_offers_no_chat_template():
     assert gemma["chat"].visible is False and "no chat template" in gemma["model_info"]
     smol = lesson_events.set_up(REQUEST, None, 7, 0, None)
     assert smol["chat"].visible is True and "no chat template" not in smol["model_info"]
+
+
+def test_start_a_workshop_is_offered_once_a_lesson_is_chosen():
+    def start(lesson):
+        button = workshop_events.start_button(lesson)["workshop_start"]
+        return button.value, button.interactive
+
+    assert start(3) == ("Start a workshop on lesson 3", True)
+    for nothing in (None, "3", True, [3]):  # no lesson, or what the list never holds
+        assert start(nothing) == (workshop_events.START_WITHOUT_LESSON, False)

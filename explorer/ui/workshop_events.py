@@ -136,6 +136,17 @@ def as_json(value) -> str:
 
 
 # ---------------------------------------------------------------- starting, joining, leaving
+START_WITHOUT_LESSON = "Start a workshop (choose a lesson above first)"
+
+
+def start_button(lesson: object) -> Updates:
+    """Start is offered once the Lessons list has a lesson (the workshop runs it with the class):
+    before, it says what to choose instead of refusing after a click."""
+    chosen = isinstance(lesson, int) and not isinstance(lesson, bool)
+    label = f"Start a workshop on lesson {lesson}" if chosen else START_WITHOUT_LESSON
+    return {"workshop_start": gr.Button(value=label, interactive=chosen)}
+
+
 @tab_event
 def on_start(request: gr.Request, st, mine) -> Updates:
     st = require(st)

@@ -116,10 +116,17 @@ def test_a_teacher_and_three_students_run_a_lesson_question(browser, tmp_path):
     env = {"DECODER_EXPLORER_DATABASE_URL": db_url}
     with running_app(log, port=port, **env) as (url, _):
         teacher = open_page(browser, url)
-        open_lesson(teacher, LESSON)
-        wait_step(teacher, LESSON, 0)
+        # Start waits for a lesson, and says so (it looked ready and refused after the click).
+        teacher.click("#lessons")
         open_workshop_panel(teacher)
-        teacher.click("#workshop-start")
+        start = teacher.locator("#workshop-start")
+        assert start.is_disabled() and "choose a lesson above first" in start.inner_text()
+        teacher.click("#lesson input")
+        teacher.click(f"[role=option][aria-label^='{LESSON}. ']")
+        wait_step(teacher, LESSON, 0)
+        teacher.wait_for_function("() => !document.querySelector('#workshop-start').disabled")
+        assert start.inner_text() == f"Start a workshop on lesson {LESSON}"
+        start.click()
         wait_text(teacher, "#workshop-info", "Workshop ")
         idle(teacher)
         student_link = teacher.locator("#workshop-student-link textarea, #workshop-student-link input").input_value()

@@ -7,6 +7,7 @@ import gradio as gr
 
 from explorer.ui import texts
 from explorer.ui.page import Page
+from explorer.ui.workshop_events import START_WITHOUT_LESSON
 
 WORKSHOP_KEY = "decoder-explorer-workshop"  # this browser's seat in a workshop (explorer.present.workshop_seats)
 MINE_KEY = "decoder-explorer-workshops-started"  # the workshops this browser started, to lead or end again
@@ -42,7 +43,10 @@ def workshop_panel() -> dict:
                 )
             with gr.Row():
                 made["workshop_join"] = gr.Button("Join", variant="primary", size="sm", elem_id="workshop-join")
-                made["workshop_start"] = gr.Button("Start a workshop", size="sm", elem_id="workshop-start")
+                # Offered once a lesson is chosen: the workshop runs it (workshop_events.start_button).
+                made["workshop_start"] = gr.Button(
+                    START_WITHOUT_LESSON, size="sm", elem_id="workshop-start", interactive=False
+                )
             # The workshops this browser started that still run: open one to lead it, or to end it.
             with gr.Row(equal_height=False, visible=False, elem_id="workshop-mine") as made["workshop_mine_row"]:
                 made["workshop_mine_pick"] = gr.Dropdown(

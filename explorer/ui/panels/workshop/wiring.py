@@ -64,6 +64,8 @@ def wire_panel(page: Page, shown: set) -> None:
     answers are not Gradio events (explorer.ui.workshop_round)."""
     p, state = page.pick, page.state
     panel = p(*WORKSHOP_VIEWS)
+    # Start waits for a lesson: the list's value says whether one is chosen (a link, a model switch set it too).
+    page.lesson.change(on(page, workshop_events.start_button), [page.lesson], [page.workshop_start], queue=False)
     page.workshop_start.click(
         on(page, workshop_events.on_start), [state, page.workshop_mine], [*panel, *p(*LINKS), page.workshop_mine]
     ).then(None, p(*LINKS), p(*LINKS), js=WHOLE_LINKS)
