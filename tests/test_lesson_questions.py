@@ -189,6 +189,21 @@ def test_revealing_what_comes_next_on_a_lessons_step_uncovers_it_too(ws):
     assert json.loads(answer_cover.teacher_cover(st, ws.tally(started.code, started.secret)))["why"]
 
 
+def test_a_step_revealed_to_the_class_stays_shown_after_the_workshop_ends(ws):
+    """The teacher's page after "End it": the step's answer, revealed to the class, is not covered
+    again "until you check" (a fresh-eyes teacher saw it hidden once more); unrevealed, it is."""
+    for revealed in (True, False):
+        st = set_up(1, 0)
+        started = ws.start(1)
+        st.workshop = Leading(started.code, started.secret, 1)
+        workshop_events.on_ask(REQUEST, st)
+        if revealed:
+            workshop_events.on_reveal(st)
+        cover = workshop_events.ended(st)["answer_cover"]
+        assert cover == ("" if revealed else answer_cover.covered(answer_cover.UNTIL_CHECKED, [lesson_title(1, 0)],
+                                                                  len(st.session.token_ids)))  # fmt: skip
+
+
 def test_a_student_is_covered_on_the_teachers_step_and_by_an_open_question(ws):
     st = set_up(1, 0)
     session = workshop_events.kept_value(st)

@@ -51,6 +51,11 @@ def ending_questions(number: int, index: int, tokens: int) -> list[str]:
     return [lesson_title(number, index), NEXT_TOKEN_TITLE.format(tokens)]
 
 
+def ends_cover(at, title: str) -> bool:
+    """Whether the reveal of the question ``title`` ends the cover of the lesson step ``at``."""
+    return title in ending_questions(at.number, at.index, at.set_up_tokens)
+
+
 def lesson_cover(st) -> str:
     """The cover of the lesson step on screen: its question asks for the next token, and the
     learner alone has not checked an answer yet (the teacher: the class has not seen it revealed;
@@ -75,8 +80,7 @@ def teacher_cover(st, tally) -> str:
     if tally is not None and not tally.revealed and tally.kind in HIDING_KINDS:
         return covered(UNTIL_REVEALED)
     at = st.lesson
-    revealed = tally is not None and tally.revealed
-    if at is not None and revealed and tally.title in ending_questions(at.number, at.index, at.set_up_tokens):
+    if at is not None and tally is not None and tally.revealed and ends_cover(at, tally.title):
         return ""
     return lesson_cover(st)
 

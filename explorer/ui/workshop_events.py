@@ -16,6 +16,7 @@ view the browser keeps: model, text, tokens, tab, layer, head), together with th
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import threading
@@ -585,6 +586,11 @@ def on_ask_next(st) -> Updates:
 def on_reveal(st) -> Updates:
     seat = teacher(st)
     store().reveal(seat.code, seat.secret)
+    revealed, at = store().tally(seat.code, seat.secret), st.lesson
+    if at is not None and revealed is not None and answer_cover.ends_cover(at, revealed.title):
+        # The class saw the step's answer: once the workshop ends, the teacher's page (alone with
+        # the lesson again) does not cover it "until you check".
+        st.lesson = dataclasses.replace(at, checked=True)
     return teacher_views(st)
 
 
