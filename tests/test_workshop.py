@@ -411,6 +411,50 @@ def test_a_followers_session_catches_up_by_the_tokens_it_lacks(page_store, check
     assert workshop_events.caught_up(student, snapshot.snapshot_of("tiny-llama", other_text)) is None
 
 
+def test_a_follower_takes_the_teachers_step_as_its_views_only(page_store, checkpoints, monkeypatch):
+    """A follower's page that shows the teacher's model and settings already gets, at each of the
+    teacher's steps, the step's views and the view's layer, head and tab: the same state and views
+    as the whole update (``show_session``), without the model's and the settings' updates (their
+    components cost the server more Python than the views, thirty followers at every step)."""
+    from types import SimpleNamespace
+
+    from explorer.present.workshop_seats import Following, Leading
+    from explorer.ui import workshop_events
+    from explorer.ui.panels.workshop import after_event
+    from explorer.ui.shown import kept_value
+
+    request = SimpleNamespace(session_hash="a follower")
+    started = page_store.start(1)
+    teacher = tab_with_session(checkpoints, Leading(started.code, started.secret, 1))
+    after_event((teacher,), {"kept": kept_value(teacher)})
+    light, whole = (tab_with_session(checkpoints, Following(page_store.join(started.code, "", n))) for n in "ab")
+    for st in (light, whole):
+        workshop_events.on_follow_sync(request, st)
+    teacher.session.step()
+    teacher.layer, teacher.head, teacher.tab = 1, "0", "lens"
+    after_event((teacher,), {"kept": kept_value(teacher)})
+
+    took = workshop_events.on_follow_sync(request, light)
+    with monkeypatch.context() as patch:
+        patch.setattr(workshop_events, "shows_settings_of", lambda st, snap: False)
+        took_whole = workshop_events.on_follow_sync(request, whole)
+    view = ("layer", "head", "query", "tab")
+    assert [getattr(light, name) for name in view] == [getattr(whole, name) for name in view] == [1, "0", None, "lens"]
+    assert light.session.token_ids == whole.session.token_ids == teacher.session.token_ids
+    for name in ("strip", "status", "candidates", "kept", "cache_info"):
+        assert took[name] == took_whole[name], name
+    assert took["layer"] == 1 and took["head"] == "0" and took["tabs"].selected == "lens"
+    assert not {"model_info", "text", "temperature", "seed", "chat"} & took.keys()
+
+    # A follower whose page shows other settings (its own temperature) gets the whole update.
+    s = light.session.sampling
+    light.session.set_sampling(0.5, s.top_k, s.top_p, s.seed)
+    teacher.session.step()
+    after_event((teacher,), {"kept": kept_value(teacher)})
+    took = workshop_events.on_follow_sync(request, light)
+    assert took["temperature"] == teacher.session.sampling.temperature and "model_info" in took
+
+
 def test_names_and_guesses_are_shown_as_text():
     from explorer.ui.workshop_events import as_text
 

@@ -183,6 +183,22 @@ def show_session(request: gr.Request, st, name: str, session, snap: snapshot.Sna
     return out
 
 
+def show_tokens(st: ExplorerState, session, snap: snapshot.Snapshot) -> Updates:
+    """Put ``session`` (the tab's model, text and settings, other tokens) on screen with ``snap``'s
+    view, on a page that already shows that model and those settings: the step views, and the
+    layer, head and tab as values. A follower's page takes the teacher's every step this way: the
+    updates of the model's views and settings (``show_session``) would change nothing there, and
+    building them cost more of the server's Python than the views themselves."""
+    layer_index, head_choice = checked_view(session, snap.layer, snap.head)
+    tab = st.tab
+    st.start(st.model_name, session)
+    st.layer, st.head = layer_index, head_choice
+    st.query = snap.query if snap.query is not None and 0 <= snap.query < len(session.token_ids) else None
+    st.tab = shown_tab(snap.tab, session.is_encoder_decoder)
+    out = {"layer": st.layer, "head": st.head, "prompt_note": "", **render(st)}
+    return out if st.tab == tab else {**out, "tabs": gr.Tabs(selected=st.tab)}
+
+
 @tab_event
 def on_open_file(request: gr.Request, path, st, progress=gr.Progress(track_tqdm=True)):
     """Restore a saved session; the upload box is emptied either way, ready for another file."""

@@ -454,9 +454,12 @@ def follow(request: gr.Request, st: ExplorerState, view: dict, keep_lesson: bool
     has beyond the teacher's undone); another model, text or setting rebuilds the session."""
     snap = snapshot.checked_snapshot(view["session"])
     lesson = st.lesson
+    shown_already = shows_settings_of(st, snap)  # (before catching up: the page shows the session's)
     session = caught_up(st, snap)
     if session is None:
         out, _ = lifecycle.apply_snapshot(request, st, snap)
+    elif shown_already:  # only the tokens and the view move (the teacher stepped)
+        out = lifecycle.show_tokens(st, session, snap)
     else:
         out = lifecycle.show_session(request, st, st.model_name, session, snap)
     st.lesson = lesson if keep_lesson else None  # a student answers in the workshop, not with Check
@@ -482,6 +485,18 @@ def led_lesson_text(at: object) -> str:
     )
 
 
+# What a session's page shows besides its tokens and view (the model aside).
+PAGE_SETTINGS = ("text", "chat", "use_cache", "temperature", "top_k", "top_p", "seed", "cache_policy")
+
+
+def shows_settings_of(st: ExplorerState, snap: snapshot.Snapshot) -> bool:
+    """Whether the tab's page shows ``snap``'s model and settings already (its session has them)."""
+    if st.session is None or model_store.public_name(st.model_name) != snap.model:
+        return False
+    mine = snapshot.snapshot_of(snap.model, st.session)
+    return all(getattr(mine, name) == getattr(snap, name) for name in PAGE_SETTINGS)
+
+
 def caught_up(st: ExplorerState, snap: snapshot.Snapshot):
     """The tab's own session brought to ``snap``'s tokens, when only the tokens differ; else None.
     In the teacher's process, a fork of the teacher's session instead: no pass (workshop_shared)."""
@@ -494,8 +509,7 @@ def caught_up(st: ExplorerState, snap: snapshot.Snapshot):
     if session is None or model_store.public_name(st.model_name) != snap.model or session.interventions:
         return None
     mine = snapshot.snapshot_of(snap.model, session)
-    settings = ("text", "chat", "use_cache", "temperature", "top_k", "top_p", "seed", "cache_policy")
-    if any(getattr(mine, name) != getattr(snap, name) for name in settings):
+    if any(getattr(mine, name) != getattr(snap, name) for name in PAGE_SETTINGS):
         return None
     ours, theirs = marked(mine), marked(snap)
     shared = 0  # how many generated tokens the two share from the start
