@@ -177,14 +177,17 @@ def test_the_lab_refuses_a_branch_with_heads_switched_off(session):
 
 def test_a_refused_lab_button_leaves_its_reason_beside_the_buttons(checkpoints):
     """The refusal's pop-up fades; the note beside the lab's buttons stays until its next run,
-    which clears it (a learner who looked away still sees why nothing ran)."""
+    which clears it (a learner who looked away still sees why nothing ran), or a Step."""
     loaded = explorer.load_model(str(checkpoints["llama"]), progress=False)
     st = ExplorerState(str(checkpoints["llama"]))
     st.start(st.model_name, explorer.GenerationSession(loaded, TEXT))
     run = lambda budget: kv_cache.on_lab_run(st, "sinks", budget, 2, progress=lambda *a, **k: None)  # noqa: E731
     assert run(8) == {"lab_note": "⚠ **Not run.** Step or Generate first: the lab compares the policy with the "
                       "full cache at each step."}  # fmt: skip
-    for _ in range(3):
+    assert kv_cache.figures(st)["lab_note"].startswith("⚠ **Not run.** Step or Generate first")  # (the tab reopened)
+    st.session.step()
+    assert kv_cache.figures(st)["lab_note"] == ""  # a Step's figures: "Step first" no longer holds
+    for _ in range(2):
         st.session.step()
     assert run(0) == {"lab_note": "⚠ **Not run.** The budget must be from 2 to 1,024 (got 0)."}
     out = run(8)

@@ -61,6 +61,8 @@ def test_a_policy_run_on_smollm2_draws_what_each_layer_holds(page):
     open_lab(page)  # before any Step: refused, and the reason stays beside the buttons
     page.click("#lab-run")
     page.wait_for_selector("#lab-note:has-text('Not run. Step or Generate first')")
+    page.click("#step")  # "Step first" holds no more: the note goes with the Step
+    page.wait_for_selector("#lab-note", state="hidden")
     n = run_sinks_after_six_steps(page)
     grid = wait_plot_title(page, "lab-grid", "sinks 2 + window 6")
     z = grid["data"][0]["z"]
@@ -68,7 +70,7 @@ def test_a_policy_run_on_smollm2_draws_what_each_layer_holds(page):
     assert all(row[:2] == [2, 2] for row in z)  # the sinks
     assert all(sum(1 for v in row[2:] if v == 1) == 6 for row in z)  # the window: the last 6 positions
     divergence = wait_plot_title(page, "lab-divergence", "against the full cache")
-    assert len(divergence["data"][0]["x"]) == 7  # the prompt's next token, then each of the 6 steps
+    assert len(divergence["data"][0]["x"]) == 8  # the prompt's next token, then each of the 7 steps (1 + 6)
     assert "saved" in page.inner_text("#lab-info")
     assert page.locator("#lab-note").is_hidden()  # the run cleared the refusal's note
     shot(page, "cache-lab-smollm2")

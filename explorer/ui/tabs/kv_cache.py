@@ -65,7 +65,7 @@ CURVE_TEXT = ASSETS / "texts" / "declaration-of-independence.txt"  # public doma
 CURVE_TOKENS, CURVE_BUDGETS = 160, (16, 32, 64)  # half a minute of SmolLM2 on 2 cores (Gemma 3: 4-8)
 MAX_BUDGET = 1024  # the session's cap
 
-FIGURES = ("timing_plot", "lab_grid", "lab_divergence")
+FIGURES = ("timing_plot", "lab_grid", "lab_divergence", "lab_note")
 
 
 def layout(page: Page) -> None:
@@ -118,6 +118,7 @@ def figures(st: ExplorerState) -> Updates:
         "timing_plot": shown_plot(st, views.timing_figure(st), "timing"),
         "lab_grid": shown_plot(st, grid, "cache-lab-grid"),
         "lab_divergence": shown_plot(st, divergence, "cache-lab-divergence"),
+        "lab_note": st.result(LAB_NOTE) or "",  # a refusal's reason, while the tokens are those it was refused at
     }
 
 
@@ -129,7 +130,7 @@ def wire(wiring: Wiring) -> None:
     page.lab_curve_button.click(
         wiring.on(on_budget_curve), [page.state], page.pick("lab_curve", "lab_info", "lab_note")
     )
-    every_view = page.pick(*render.step_views(), *render.SESSION_VIEWS, "lab_note")  # a new session, the same model
+    every_view = page.pick(*render.step_views(), *render.SESSION_VIEWS)  # a new session, the same model (the note too)
     page.lab_apply.click(wiring.on(on_lab_apply), chosen, every_view)
     page.lab_full.click(wiring.on(on_lab_full), [page.state], every_view)
 
@@ -162,22 +163,34 @@ def chosen_policy(name, budget, sinks, head_dim: int) -> cp.CachePolicy:
     return cp.sinks(n_sinks, size - n_sinks, cache_positions=name == "sinks_cache")
 
 
+LAB_NOTE = "cache_lab_note"  # the tab's kept result: the note of the lab's last refusal
+
+
 def lab_noted(handler: Callable) -> Callable:
     """A lab button's event whose refusal (no Step yet, a budget out of range...) stays written
-    beside the buttons until the lab's next run, besides the pop-up, which fades: a learner who
-    looked away still sees why nothing ran. A run that goes ahead clears the note."""
+    beside the buttons, besides the pop-up, which fades: a learner who looked away still sees why
+    nothing ran. It stays while the tokens are the ones it was refused at (a Step changes what the
+    lab would run on, and "Step first" no longer holds after one); a run that goes ahead clears it."""
 
     @functools.wraps(handler)
-    def wrapper(*args, **kwargs) -> Updates:
+    def wrapper(st, *args, **kwargs) -> Updates:
         try:
-            out = handler(*args, **kwargs)
+            out = handler(st, *args, **kwargs)
         except USER_ERRORS as error:
             gr.Warning(str(error))
-            return {"lab_note": f"⚠ **Not run.** {error}"}
+            return {"lab_note": kept_note(st, f"⚠ **Not run.** {error}")}
+        kept_note(st, "")
         skipped = not isinstance(out, dict) or out.get("__type__") == "update"  # gr.skip() is a dict too
         return {"lab_note": ""} if skipped else {**out, "lab_note": ""}
 
     return wrapper
+
+
+def kept_note(st: ExplorerState | None, note: str) -> str:
+    """``note``, kept with the tab's tokens (a Step's figures clear it: ``figures``)."""
+    if isinstance(st, ExplorerState) and st.session is not None:
+        st.keep(LAB_NOTE, note)
+    return note
 
 
 def lab_event(handler: Callable) -> Callable:
