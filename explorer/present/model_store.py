@@ -39,9 +39,10 @@ def dropdown_choices() -> list[tuple[str, str]]:
     """(label, name) pairs; models that cannot load now say why in their label."""
     choices = []
     for entry in list_models():
-        kind = "translator" if entry.is_encoder_decoder else "decoder"  # short: the box shows it whole
-        where = "embedded" if entry.source == "embedded" else "Hub"
-        label = f"{entry.name} ({kind}, {where})"
+        # Short: the box shows it whole, also at 390 px, where "(decoder, embedded)" ran into the
+        # arrow. A model shipped with the app is the unmarked case; only a Hub model says so.
+        kind = "translator" if entry.is_encoder_decoder else "decoder"
+        label = f"{entry.name} ({kind})" if entry.source == "embedded" else f"{entry.name} ({kind}, Hub)"
         if not entry.available:
             label += " — unavailable"
         choices.append((label, entry.name))

@@ -222,6 +222,34 @@ def test_the_phone_layout_fits(browser, app_url):
     context.close()
 
 
+def test_the_model_names_fit_their_box(browser, app_url):
+    """Fresh eyes at 390 px: the chosen model's name ran into the dropdown's arrow ("…(decoder,
+    embe…"). Every model that can load is named clear of the arrow, on a phone and at 1280 px."""
+    from explorer.present.model_store import dropdown_choices, list_models
+
+    can_load = {entry.name for entry in list_models() if entry.available}
+    labels = [label for label, name in dropdown_choices() if name in can_load]
+    for viewport, mobile in (({"width": 390, "height": 844}, True), ({"width": 1280, "height": 720}, False)):
+        context = browser.new_context(viewport=viewport, is_mobile=mobile, has_touch=mobile)
+        page = context.new_page()
+        page.set_default_timeout(120_000)
+        page.goto(app_url)
+        wait_ready(page)
+        cut = page.evaluate(  # each label's end in the model's box, with its font, against the arrow
+            """labels => { const input = document.querySelector('#model input');
+                const style = getComputedStyle(input);
+                const context = document.createElement('canvas').getContext('2d');
+                context.font = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+                const start = input.getBoundingClientRect().left + parseFloat(style.paddingLeft);
+                const arrow = document.querySelector('#model .icon-wrap').getBoundingClientRect().left;
+                return labels.filter(label => start + context.measureText(label).width > arrow); }""",
+            labels,
+        )
+        assert len(labels) >= 3 and cut == [], (viewport, cut)
+        shot(page, f"model-name-{viewport['width']}")
+        context.close()
+
+
 def test_an_alignment_head_opens_on_cross_attention(page):
     """Bug 3: a head tagged A (measured on cross-attention) opens on cross-attention, as plotted data."""
     import explorer
