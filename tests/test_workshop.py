@@ -14,6 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 import explorer
+from explorer.tokens import visible
 from explorer.workshop import Limits, Question, WorkshopError, Workshops, connect, database, room_code
 from explorer.workshop.questions import next_token_question
 from tests import postgres
@@ -333,6 +334,16 @@ def test_what_comes_next_is_the_models_candidates_and_its_top_token(checkpoints)
     )
     assert abs(sum(question.probabilities.values()) - sum(t.probability for t in top)) < 1e-4
     assert session.step().token_id == top[0].token_id  # greedy takes the answer
+
+
+def test_what_comes_next_names_the_last_token_plainly(checkpoints):
+    """Fresh eyes read "likeliest after …'·is'?": an ellipsis, then a Python repr. The question
+    names the text's last token in plain quotes."""
+    session = explorer.GenerationSession(explorer.load_model(str(checkpoints["llama"])), "one two three")
+    last = visible(session.token_texts()[-1])
+    question = next_token_question(session).question
+    assert question.startswith(f"Which token does the model find likeliest after the last token, “{last}”? ")
+    assert "…" not in question and "'" not in question
 
 
 # ---------------------------------------------------------------- the page's events, on the server

@@ -55,9 +55,10 @@ def next_token_question(session: GenerationSession, n: int = NEXT_TOKEN_OPTIONS)
     )
     # "Likeliest", not "next": a student who stepped on their own under sampling may have seen another
     # token drawn, and must not be marked wrong for it.
+    # The last token in plain quotes: "after …'·is'" (an ellipsis, then a Python repr) read oddly.
+    after = f"after the last token, “{text}”" if text else "first"
     question = (
-        f"Which token does the model find likeliest after …{text!r}? "
-        f"(The text has {len(session.token_ids)} tokens so far.)"
+        f"Which token does the model find likeliest {after}? (The text has {len(session.token_ids)} tokens so far.)"
     )
     return Question(
         "next-token", NEXT_TOKEN_TITLE.format(len(session.token_ids)), question, sorted(shown),
