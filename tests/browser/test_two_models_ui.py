@@ -203,3 +203,15 @@ def test_a_translator_beside_on_a_phone(browser, app_url):
     assert width <= 0, f"the page scrolls sideways by {width} px"
     shot(page, "two-models-phone")
     context.close()
+
+
+def test_read_with_both_is_primary_once_a_second_model_is_chosen(page):
+    """Fresh eyes: Read with both was drawn primary with no second model chosen, inviting a press
+    that could only be refused. It is secondary until one is chosen, then primary."""
+    open_two_models(page)
+    button = page.locator("#two-models-read")
+    assert "secondary" in button.get_attribute("class")
+    shot(page, "two-models-none-chosen")
+    choose_second(page, SECOND)
+    page.wait_for_function("() => document.querySelector('#two-models-read').classList.contains('primary')")
+    shot(page, "two-models-chosen")

@@ -57,7 +57,7 @@ def layout(page: Page) -> None:
         )  # fmt: skip
         with gr.Row():
             page.add(
-                two_models_button=gr.Button("Read with both", variant="primary", elem_id="two-models-read"),
+                two_models_button=gr.Button("Read with both", elem_id="two-models-read"),  # primary once chosen
                 two_models_unload=gr.Button("Unload the second model", elem_id="two-models-unload"),
             )
     page.add(two_models_info=gr.Markdown(NOTHING_YET, elem_id="two-models-info"))
@@ -98,12 +98,21 @@ def wire(wiring: Wiring) -> None:
     ours = page.pick(*FIGURES)
     read_with = [page.state, page.two_models_second, page.text]
     page.two_models_button.click(wiring.on(on_read_both), read_with, ours)
+    page.two_models_second.change(
+        wiring.on(read_button), [page.two_models_second], [page.two_models_button], queue=False, show_progress="hidden"
+    )
     page.two_models_unload.click(wiring.on(on_unload), [page.state, page.two_models_second], [page.two_models_info])
     switched = {*wiring.new_model, *page.pick(*CLOSED_LESSON, "model", "two_models_second", *FIGURES)}
     for side in ("a", "b"):
         table = getattr(page, f"two_models_heads_{side}")
         opened = table.select(wiring.on(head_opener(side)), [page.state, *wiring.settings], switched)
         opened.then(None, js=SHOW_OPENED_HEAD)
+
+
+def read_button(second_name) -> Updates:
+    """Read with both is the tab's next step, drawn primary, only once a second model is chosen:
+    primary with none chosen, it invited a press that could only be refused."""
+    return {"two_models_button": gr.Button(variant="primary" if second_name else "secondary")}
 
 
 @tab_event
