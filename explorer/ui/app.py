@@ -84,7 +84,9 @@ def wire(demo: gr.Blocks, page: Page) -> None:
     openers = tuple(feature.opens for feature in FEATURES if feature.opens is not None)
     opened = {*restored, *p(*(name for feature in FEATURES for name in feature.opens_views))}
     load = on(page, lifecycle.page_load(openers))
-    loaded = demo.load(load, [page.model, *settings, page.kept], opened)
+    # Its progress on the status line only (which says the model is loading): by default each of
+    # the ~seven outputs drew its own "Loading … 0.0%" bar and timer.
+    loaded = demo.load(load, [page.model, *settings, page.kept], opened, **quick)
     demo.unload(release_closed_tab)
     # A step changes the step views, and the session views when the text changed (a new session).
     stepped = {*step_outputs, *p(*SESSION_VIEWS)}

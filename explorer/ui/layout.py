@@ -166,7 +166,7 @@ def buttons() -> dict:
         made = {
             "step_button": gr.Button("Step", variant="primary", elem_id="step", min_width=70, interactive=False),
             "generate_button": gr.Button("Generate", elem_id="generate", min_width=70, interactive=False),
-            "stop_button": gr.Button("Stop", variant="stop", elem_id="stop", min_width=70),
+            "stop_button": gr.Button("Stop", variant="stop", elem_id="stop", min_width=70, interactive=False),
         }
     with gr.Row():
         made["undo_button"] = gr.Button("Undo", elem_id="undo", min_width=70, interactive=False)

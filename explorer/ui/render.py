@@ -18,7 +18,8 @@ from explorer.ui import model_card
 from explorer.ui.shown import Updates, kept_value
 from explorer.ui.tabs import code
 
-SESSION_BUTTONS = ("step_button", "generate_button", "undo_button", "reset_button")
+# Off until the first session (Stop too: active while the model loaded, it could stop nothing).
+SESSION_BUTTONS = ("step_button", "generate_button", "undo_button", "reset_button", "stop_button")
 # What only a new session changes besides the step views.
 SESSION_VIEWS = ("layer", "head", "source", "source_note", "prompt_note")
 # The settings every event that starts a session reads, in this order (the page's inputs).

@@ -130,10 +130,16 @@ def test_the_buttons_wait_for_the_first_model(browser, app_url):
     assert held, "the page never sent its load event"
     assert page.is_disabled("#step") and page.is_disabled("#generate")
     assert "Loading the model" in status(page)
+    # Fresh eyes: each output drew its own "Loading … 0.0%" bar and timer, and Stop was active.
+    bars = page.evaluate("() => [...document.querySelectorAll('.progress-text')].filter(e => e.offsetParent).length")
+    assert bars <= 1, bars
+    assert page.is_disabled("#stop")
+    shot(page, "first-load")
     page.click("#step", force=True)  # a click on the disabled button does nothing
     held[0].continue_()
     wait_ready(page)
     page.wait_for_function("() => !document.querySelector('#step').disabled")
+    assert not page.is_disabled("#stop")  # on with the session, as Step is
     assert page.locator("text=No model is loaded").count() == 0
     n = len(tokens(page))
     page.click("#step")
