@@ -126,7 +126,7 @@ def test_each_sides_bars_add_up_to_the_score_the_others_summed(smollm2):
     query_bars, key_bars = cell_figure(cell)["data"][:2]
     for bars, components in ((query_bars, cell.query_components), (key_bars, cell.key_components)):
         assert len(components) > SHOWN + 1
-        assert bars["y"][0] == f"the other {len(components) - SHOWN}"  # (drawn last: the largest on top)
+        assert bars["y"][0] == f"the other {len(components) - SHOWN}, summed"  # (drawn last: the largest on top)
         assert abs(sum(bars["x"]) - cell.score) <= TOL * max(1.0, abs(cell.score))
         shown = dict(zip(bars["y"][1:], bars["x"][1:], strict=True))
         assert shown == dict(cell.largest(components, SHOWN))
@@ -250,3 +250,14 @@ def test_smollm2s_induction_head_finds_the_copy_through_a_previous_token_head(sm
 
     intact, without = copying([]), copying(heads)
     assert without < 0.2 * intact, (heads, intact, without)  # SmolLM2: 0.27 -> 0.002 (docs/python-api.md)
+
+
+def test_both_sides_bars_share_one_scale():
+    """Fresh eyes: each side had its own x-axis, so +1.07 was drawn as long as +3.85. Both sides'
+    axes span every bar of either side (the grey rest too) and zero."""
+    from explorer.viz.circuits import why_figure
+
+    figure = why_figure([("embed", 1.07)], [("L1.mlp", 3.85), ("L0.H2", -0.5)], np.ones((1, 2)), "t",
+                        (("the other 3, summed", -1.2), None))  # fmt: skip
+    query_range, key_range = figure["layout"]["xaxis1"]["range"], figure["layout"]["xaxis2"]["range"]
+    assert query_range == key_range and query_range[0] < -1.2 and query_range[1] > 3.85

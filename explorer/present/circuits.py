@@ -84,8 +84,9 @@ def cell_figure(cell: WhyAttends) -> dict:
 
 
 def the_rest(components: dict[str, float], shown: list[tuple[str, float]]) -> tuple[str, float] | None:
-    """The components not shown, summed as one bar ("the other 52"), so that a side's bars add up
-    to the score; None when every component is shown."""
+    """The components not shown, summed as one bar ("the other 52, summed": a bare "the other 52"
+    read as one more component), so that a side's bars add up to the score; None when every
+    component is shown."""
     names = {name for name, _ in shown}
     others = [value for name, value in components.items() if name not in names]
-    return (f"the other {len(others)}", float(sum(others))) if others else None
+    return (f"the other {len(others)}, summed", float(sum(others))) if others else None

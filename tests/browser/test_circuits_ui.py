@@ -65,14 +65,28 @@ def test_a_query_picked_explains_its_winning_cell_as_bars(page):
     query_bars, key_bars = bars[0], bars[1]
     expected_keys = dict(cell.largest(cell.key_components))
     others = len(cell.key_components) - len(expected_keys)  # summed in one bar below them
-    expected_keys[f"the other {others}"] = sum(v for k, v in cell.key_components.items() if k not in expected_keys)
+    expected_keys[f"the other {others}, summed"] = sum(
+        v for k, v in cell.key_components.items() if k not in expected_keys
+    )
     assert set(key_bars["y"]) == set(expected_keys)  # the largest key-side components by name, then the rest
     for name, value in zip(key_bars["y"], key_bars["x"], strict=True):
         assert value == pytest.approx(expected_keys[name], abs=1e-3 * max(1.0, abs(cell.score)))
     assert set(query_bars["y"]) - set(dict(cell.largest(cell.query_components))) == {
-        f"the other {len(cell.query_components) - 8}"
+        f"the other {len(cell.query_components) - 8}, summed"
     }
     assert page.input_value("#circuits-key input") == str(cell.key)  # the key box names the key explained
+    # Fresh eyes: each side had its own scale (+1.07 as long as +3.85), the query side's axis title
+    # sat against the key side's chart, and the explanation named a head in neither (L3.H5).
+    drawn = page.evaluate(
+        """() => { const g = document.querySelector('#circuits-bars .js-plotly-plot'), L = g._fullLayout;
+            const title = g.querySelector('.g-xtitle').getBoundingClientRect();
+            return {ranges: [L.xaxis.range, L.xaxis2.range],
+                    gap: g.getBoundingClientRect().top + L.yaxis2._offset - title.bottom}; }"""
+    )
+    assert drawn["ranges"][0] == drawn["ranges"][1], drawn
+    assert drawn["gap"] >= 12, drawn  # px between the query side's axis title and the key side's bars
+    explanation = page.locator(".prose.explain:visible", has_text="Why does this head look there?").inner_text()
+    assert "L3.H5" not in explanation
     outlines = page.evaluate(
         """() => Object.fromEntries([...document.querySelectorAll('#circuits-heatmap svg rect.outline')]
             .map(r => [r.dataset.name, r.getBBox()]).map(([n, b]) => [n, [b.x, b.y, b.width, b.height]]))"""

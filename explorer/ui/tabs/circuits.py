@@ -18,7 +18,7 @@ from explorer.ui.wiring import Wiring
 
 WHY_THIS_CELL = """**Why does this head look there?** A score is the query's vector times the key's,
 and each is made of what the residual stream holds at its position: the token's **embed**ding,
-every earlier head's output (**L3.H5**: layer 3, head 5), every earlier feed-forward (**L3.mlp**),
+every earlier head's output (**L*n*.H*m***: layer *n*, head *m*), every earlier feed-forward (**L*n*.mlp**),
 the **bias**es. With each norm's scale held at its value the score splits exactly into one number
 per pair (query component × key component); the bars add each side up. Click a token in the strip
 (or a row of the heatmap): the cell is that query and the key it reads most (or type a key). **Weight × what is
