@@ -37,8 +37,9 @@ BAR_WIDTH = 20
 ROOM_WARNING = 64  # the status line says how much room is left from this many positions before the cap
 
 # What a tab computes on request (the causal proof, the sandbox, head roles, a switch-off, a policy
-# run, an explanation, a comparison of runs), kept by name while it covers the tokens on screen.
-KeptResult = ParallelCheck | Sandbox | HeadRoles | AblationResult | PolicyRun | Explained | Comparison
+# run, an explanation, a comparison of runs, the KV-cache lab's refusal note), kept by name while it
+# covers the tokens on screen.
+KeptResult = ParallelCheck | Sandbox | HeadRoles | AblationResult | PolicyRun | Explained | Comparison | str
 
 
 class Kept(NamedTuple):
