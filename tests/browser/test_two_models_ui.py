@@ -215,3 +215,20 @@ def test_read_with_both_is_primary_once_a_second_model_is_chosen(page):
     choose_second(page, SECOND)
     page.wait_for_function("() => document.querySelector('#two-models-read').classList.contains('primary')")
     shot(page, "two-models-chosen")
+    # While both read (the second model loads first: seconds), one progress bar, on the tab's
+    # sentence, not a "Loading … 0.0%" bar and timer on each of its outputs.
+    held = []
+    page.route("**/queue/join**", lambda route: held.append(route))  # the read, held in flight as a slow load would be
+    page.click("#two-models-read")
+    for _ in range(600):
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert held, "Read with both sent nothing"
+    page.wait_for_timeout(300)  # (the page draws its progress as it sends)
+    bars = page.evaluate("() => [...document.querySelectorAll('.progress-text')].filter(e => e.offsetParent).length")
+    assert bars <= 1, bars
+    held[0].continue_()
+    page.unroute("**/queue/join**")
+    page.wait_for_function("n => document.querySelector('#two-models-info').innerText.includes(n)", arg=SECOND,
+                           timeout=180_000)  # fmt: skip

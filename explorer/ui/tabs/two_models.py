@@ -97,7 +97,9 @@ def wire(wiring: Wiring) -> None:
     page = wiring.page
     ours = page.pick(*FIGURES)
     read_with = [page.state, page.two_models_second, page.text]
-    page.two_models_button.click(wiring.on(on_read_both), read_with, ours)
+    # Its progress (the second model loading, then both reading) on the tab's sentence only: by
+    # default each of its four outputs drew its own "Loading … 0.0%" bar and timer.
+    page.two_models_button.click(wiring.on(on_read_both), read_with, ours, show_progress_on=[page.two_models_info])
     page.two_models_second.change(
         wiring.on(read_button), [page.two_models_second], [page.two_models_button], queue=False, show_progress="hidden"
     )
