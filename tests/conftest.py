@@ -18,11 +18,17 @@ STARTING_ENVIRONMENT = dict(os.environ)  # before this file sets anything (envir
 OWN_CACHE = None if "DECODER_EXPLORER_CACHE" in os.environ else tempfile.mkdtemp(prefix="explorer-cache-")
 if OWN_CACHE:
     os.environ["DECODER_EXPLORER_CACHE"] = OWN_CACHE
-# Each pytest-xdist worker's apps keep their workshops in a database of their own (by default it
-# is a file in the cache folder, which the workers share): one worker's class is not another's.
+# Each pytest-xdist worker's apps keep their workshops in a database of their own, made for this
+# run (by default it is a file in the cache folder, which the workers share, and which a developer's
+# own app uses too: its live workshops counted against the tests' per-network limit).
+# (The folder is made once, by the process that starts the run; its workers inherit its name.)
 WORKER = os.environ.get("PYTEST_XDIST_WORKER")
-if WORKER and "DECODER_EXPLORER_DATABASE_URL" not in os.environ:
-    db_file = Path(os.environ["DECODER_EXPLORER_CACHE"]) / f"workshops-{WORKER}.sqlite3"
+DATABASES_ENV = "DECODER_EXPLORER_TEST_DATABASES"
+OWN_DATABASES = None  # the folder this process made (and removes at the end)
+if DATABASES_ENV in os.environ or "DECODER_EXPLORER_DATABASE_URL" not in os.environ:
+    if DATABASES_ENV not in os.environ:
+        OWN_DATABASES = os.environ[DATABASES_ENV] = tempfile.mkdtemp(prefix="explorer-db-")
+    db_file = Path(os.environ[DATABASES_ENV]) / f"workshops-{WORKER or 'main'}.sqlite3"
     os.environ["DECODER_EXPLORER_DATABASE_URL"] = f"sqlite:///{db_file}"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -133,5 +139,6 @@ def pytest_collection_modifyitems(items):
 
 def pytest_sessionfinish(session, exitstatus) -> None:
     """After every fixture's teardown (the apps the browser tests started have stopped)."""
-    if OWN_CACHE:
-        shutil.rmtree(OWN_CACHE, ignore_errors=True)
+    for own in (OWN_CACHE, OWN_DATABASES):
+        if own:
+            shutil.rmtree(own, ignore_errors=True)
