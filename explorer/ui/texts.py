@@ -15,7 +15,7 @@ LOADING = "**Loading the model…** Step and Generate come on when it is ready."
 
 INTRO = """## Decoder Explorer
 Press **Step** and watch a real transformer choose the next token. Keys: **s** Step,
-**u** Undo, **←** **→** move the query. [Join a workshop](#workshop)"""
+**u** Undo, **←** **→** move the query. [Join or run a workshop](#workshop)"""
 
 # The count comes from the lessons' list, so that a new lesson cannot leave it behind.
 LESSONS = f"""{counted(len(LESSON_LIST))} short lessons on the live model, from tokens to how a head finds

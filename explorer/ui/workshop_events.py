@@ -67,7 +67,7 @@ def opened() -> Updates:
 
 
 def on_open() -> Updates:
-    """ "Join a workshop", near the top of the page: both panels opened."""
+    """ "Join or run a workshop", near the top of the page: both panels opened."""
     return opened()
 
 
@@ -739,7 +739,8 @@ def teacher_info(st: ExplorerState) -> str:
     title = next((lesson.title for lesson in LESSONS if lesson.number == number), "")
     return (
         f"**Workshop {seat.code}** on lesson {number}, *{as_text(title)}*. Students open this page, press "
-        f"**Join a workshop** under the title and type the room code **{seat.code}**, or open the student link.\n\n"
+        f"**Join or run a workshop** under the title and type the room code **{seat.code}**, "
+        "or open the student link.\n\n"
         f"**{len(roll)} joined:** {who}."
         + (" **Closed to new students.**" if locked else f" At most {seats} from one network.")
     )

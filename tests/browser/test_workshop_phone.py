@@ -83,7 +83,7 @@ def test_a_fresh_page_shows_where_to_join_a_workshop(browser, app_url, device):
         shot(page, f"workshop-phone-fresh-{width}")
         in_sight = page.evaluate(WORKSHOP_IN_SIGHT)
         assert in_sight, "no 'Workshop' on the first screen of a fresh page"
-        page.get_by_text("Join a workshop").click()
+        page.get_by_text("Join or run a workshop").click()
         page.wait_for_selector("#workshop-code input, #workshop-code textarea", state="visible")
         page.wait_for_function("() => document.activeElement?.closest('#workshop-code')")
         box = page.locator("#workshop-code").bounding_box()  # scrolled into sight, ready to type in

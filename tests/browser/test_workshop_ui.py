@@ -117,9 +117,10 @@ def test_a_teacher_and_three_students_run_a_lesson_question(browser, tmp_path):
     with running_app(log, port=port, **env) as (url, _):
         teacher = open_page(browser, url)
         # Start waits for a lesson, and says so (it looked ready and refused after the click).
-        teacher.click("#lessons")
-        open_workshop_panel(teacher)
+        teacher.get_by_text("Join or run a workshop").click()  # under the title: opens Lessons and Workshop
         start = teacher.locator("#workshop-start")
+        start.wait_for(state="visible")
+        assert teacher.locator("#lesson").is_visible()  # the lesson it asks for, in sight above it
         assert start.is_disabled() and "choose a lesson above first" in start.inner_text()
         teacher.click("#lesson input")
         teacher.click(f"[role=option][aria-label^='{LESSON}. ']")

@@ -15,7 +15,7 @@ page => {
   // outside the Workshop panel), never after the teacher's view was taken. #workshop-focus is
   // ticked while a student follows.
   (() => {
-    // The intro's "Join a workshop" link (#workshop): the Lessons and Workshop panels opened first.
+    // The intro's "Join or run a workshop" link (#workshop): the Lessons and Workshop panels opened first.
     document.addEventListener('click', e => {
       if (!(e.target.closest && e.target.closest('#intro a[href="#workshop"]'))) return;
       e.preventDefault();

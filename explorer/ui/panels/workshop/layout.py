@@ -161,7 +161,7 @@ def workshop_machinery() -> dict:
         "workshop_follow_sync": gr.Button(
             "Take the teacher's view", elem_id="workshop-follow-sync", elem_classes="machine-only"
         ),
-        # Pressed by the page's script for the intro's "Join a workshop" link (it opens the panels).
+        # Pressed by the page's script for the intro's "Join or run a workshop" link (it opens the panels).
         "workshop_open": gr.Button("Open the Workshop panel", elem_id="workshop-open", elem_classes="machine-only"),
         # Pressed by the page's script after a following student moved the view themselves: their
         # panel says at once that they explore on their own.

@@ -13,7 +13,7 @@ from explorer.ui.static_files import static
 from explorer.ui.wiring import Wiring, on
 from explorer.ui.workshop_events import LINKS, WORKSHOP_VIEWS
 
-# The Workshop panel scrolled into sight, its room code's box ready to type in (after "Join a workshop").
+# The Workshop panel scrolled into sight, its room code's box ready to type in (after "Join or run a workshop").
 SHOW_WORKSHOP = """() => requestAnimationFrame(() => {
     document.querySelector('#workshop')?.scrollIntoView({block: 'start'});
     document.querySelector('#workshop-code input, #workshop-code textarea')?.focus({preventScroll: true}); })"""
@@ -82,7 +82,7 @@ def wire_panel(page: Page, shown: set) -> None:
     page.workshop_follow_sync.click(on(page, workshop_events.on_follow_sync), [state], shown, **hidden)
     page.workshop_follow.input(on(page, workshop_events.on_follow), [state, page.workshop_follow], shown)
     page.workshop_back.click(on(page, workshop_events.on_back), [state], shown)
-    # "Join a workshop" near the top: the Lessons and Workshop panels opened, and the room code's box in sight.
+    # "Join or run a workshop" near the top: the Lessons and Workshop panels opened, and the room code's box in sight.
     page.workshop_open.click(
         on(page, workshop_events.on_open), None, p("lessons_panel", "workshop_panel"), queue=False
     ).then(None, js=SHOW_WORKSHOP)
