@@ -140,6 +140,11 @@ def test_students_are_told_that_the_workshop_ended_and_keep_their_work(browser, 
     ada_token = live_seat(ada)["token"]
     teacher.click("#workshop-end")  # one click ends nothing: ending deletes every answer
     teacher.wait_for_selector("#workshop-end-yes", state="visible")
+    # ...and the question is in sight (it opened below the screen's edge: fresh eyes at 1280x720)
+    teacher.wait_for_function(
+        "() => { const r = document.querySelector('#workshop-end-confirm').getBoundingClientRect();"
+        " return r.top >= 0 && r.bottom <= innerHeight; }", timeout=5_000
+    )  # fmt: skip
     assert "deleted with every answer" in teacher.inner_text("#workshop-end-confirm")
     teacher.click("#workshop-end-no")
     teacher.wait_for_selector("#workshop-end-yes", state="hidden")

@@ -19,6 +19,11 @@ SHOW_WORKSHOP = """() => requestAnimationFrame(() => {
     document.querySelector('#workshop-code input, #workshop-code textarea')?.focus({preventScroll: true}); })"""
 # The browser kept another view of the tab (its session's BrowserState changed): said to the page's script.
 VIEW_KEPT = "() => { document.dispatchEvent(new Event('decoder-explorer-view-kept')); }"
+# End's question scrolled into sight once drawn (it opened below a 720-pixel projector's edge).
+SHOW_END_CONFIRM = """() => { let tries = 20; const look = () => {
+    const asked = document.querySelector('#workshop-end-confirm');
+    if (asked && asked.offsetParent) asked.scrollIntoView({block: 'nearest', behavior: 'instant'});
+    else if (tries-- > 0) setTimeout(look, 50); }; look(); }"""
 # Opens the answers' download link the event just made (then empties it: a ticket is used once).
 OPEN_DOWNLOAD = """(link) => { if (link) { const a = document.createElement('a');
   a.href = new URL(link, location.href).href; a.download = ''; document.body.append(a); a.click(); a.remove(); }
@@ -108,7 +113,9 @@ def wire_panel(page: Page, shown: set) -> None:
     page.workshop_seats.submit(on(page, workshop_events.on_seats), [state, page.workshop_seats], info)
     page.workshop_remove.click(on(page, workshop_events.on_remove), [state, page.workshop_remove_pick], panel)
     confirm = page.workshop_end_confirm
-    page.workshop_end.click(lambda: gr.Column(visible=True), None, [confirm], queue=False)
+    page.workshop_end.click(lambda: gr.Column(visible=True), None, [confirm], queue=False).then(
+        None, js=SHOW_END_CONFIRM
+    )
     page.workshop_end_no.click(lambda: gr.Column(visible=False), None, [confirm], queue=False)
     page.workshop_end_yes.click(
         on(page, workshop_events.on_end), [state, page.workshop_mine], [*panel, page.workshop_mine, confirm]
