@@ -190,9 +190,22 @@ def test_a_class_is_asked_about_the_view_it_sees_and_predicts_before_seeing(brow
         wait_covered(teacher, UNTIL_REVEALED)
         teacher.wait_for_function("() => document.querySelector('#workshop-chart .js-plotly-plot')?.data")
         assert chart_traces(teacher) == ["the class"]
+        # A student who explores on their own meanwhile cannot Step to the answer (fresh eyes did,
+        # then sent it): Step and Generate wait for the reveal, the s key too.
+        student.locator("#workshop-follow input").uncheck()
+        wait_text(student, "#workshop-info", "exploring on your own")
+        held = "id => document.getElementById(id)?.disabled"
+        for button in ("step", "generate"):
+            student.wait_for_function(held, arg=button)
+        own = tokens(student)
+        student.keyboard.press("s")
+        assert covered(student) == UNTIL_REVEALED and tokens(student) == own
         teacher.click("#workshop-reveal")
         wait_shown(student)
         wait_shown(teacher)
+        student.wait_for_function("() => !document.getElementById('step').disabled")
+        student.click("#workshop-back")
+        wait_text(student, "#workshop-info", "You follow the teacher")
         teacher.wait_for_function(
             "() => (document.querySelector('#workshop-chart .js-plotly-plot')?.data || []).length === 2"
         )

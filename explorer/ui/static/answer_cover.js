@@ -30,6 +30,25 @@ page => {
         if (!why && view.dataset.answerHidden !== undefined) delete view.dataset.answerHidden;
       }
       if ((document.body.dataset.answerCovered || '') !== why) document.body.dataset.answerCovered = why;  // (for a test)
+      holdSteps(d.roundCovers || '');
+    };
+    // A student's own Step and Generate wait while the class's question is open: a Step shows
+    // the very token the class predicts (a fresh-eyes student stepped on their own, saw the
+    // answer, then sent it). Only the buttons this script turned off are turned on again.
+    const holdSteps = why => {
+      for (const id of ['step', 'generate']) {
+        const button = document.getElementById(id);
+        if (!button) continue;
+        if (why && !button.disabled) {
+          button.disabled = true;
+          button.dataset.heldForQuestion = why;
+          button.title = why;
+        } else if (!why && button.dataset.heldForQuestion) {
+          delete button.dataset.heldForQuestion;
+          button.removeAttribute('title');
+          button.disabled = false;
+        }
+      }
     };
     whenPageChanges(cover);
     setInterval(cover, 500);
