@@ -192,4 +192,6 @@ def test_a_refused_lab_button_leaves_its_reason_beside_the_buttons(checkpoints):
     assert run(0) == {"lab_note": "⚠ **Not run.** The budget must be from 2 to 1,024 (got 0)."}
     out = run(8)
     assert out["lab_note"] == "" and "saved" in out["lab_info"]
+    unchanged = run(1024)  # a budget past the text: nothing evicted, no divergence
+    assert "largest KL 0 nats" in unchanged["lab_info"]  # (fresh eyes read "0.00e+00 nats")
     assert kv_cache.on_lab_full(st) == {"lab_note": ""}  # nothing to go back from: only the note clears

@@ -250,7 +250,7 @@ def lab_summary(run) -> str:
     return (
         f"**{run.policy.label()}** holds {run.bytes_held[-1] / 1e6:.2f} MB against the full cache's "
         f"{run.bytes_full[-1] / 1e6:.2f} MB ({run.saving:.0%} saved). Over {steps} steps, {where}; "
-        f"{differ} of {steps} steps differ; largest KL {max(run.kl):.2e} nats."
+        f"{differ} of {steps} steps differ; largest KL {max(run.kl):.3g} nats."  # (0, not 0.00e+00)
     )
 
 
