@@ -12,6 +12,7 @@ question before it is revealed or checked.
 from __future__ import annotations
 
 import json
+import re
 from types import SimpleNamespace
 
 import gradio as gr
@@ -234,7 +235,10 @@ def test_the_teachers_chart_shows_the_models_probabilities_only_once_revealed(ws
     ws.pose(started.code, started.secret, next_token_question(st.session))
     before = tally_figure(ws.tally(started.code, started.secret))
     assert [trace["name"] for trace in before["data"]] == ["the class"]
-    assert "probabilities come with the reveal" in before["layout"]["title"]["text"]
+    title = before["layout"]["title"]["text"]
+    assert "probabilities come with the reveal" in title
+    lines = [re.sub("<[^>]+>", "", line) for line in title.split("<br>")]
+    assert max(map(len, lines)) <= 60, lines  # the teacher's panel is ~460 px wide: one line was cut
     ws.reveal(started.code, started.secret)
     after = tally_figure(ws.tally(started.code, started.secret))
     assert [trace["name"] for trace in after["data"]] == ["the class", "the model's probability"]

@@ -52,14 +52,15 @@ def tally_figure(tally: Tally) -> Figure:
              "hovertemplate": "%{y}: the model gives %{x:.1%}<extra></extra>"}
         )  # fmt: skip
     state = revealed_state(tally) if tally.revealed else "not revealed yet"
-    if tally.probabilities and not tally.revealed:
-        state += " (the model's probabilities come with the reveal)"
+    if tally.probabilities and not tally.revealed:  # a line of its own: on one, the panel's width cut it
+        state += "<br><sub>the model's probabilities come with the reveal</sub>"
     layout = {
         "title": {"text": f"{tally.answered} of {tally.students} answered · {state}", "x": 0.01, "font": {"size": 13}},
         "barmode": "group", "xaxis": {"range": [0, 1], "tickformat": ".0%", "title": {"text": "share"}},
         "yaxis": {"autorange": "reversed", "automargin": True, "type": "category"},
         "height": 120 + 34 * len(labels) * (2 if with_model else 1),
-        "margin": {"l": 10, "r": 10, "t": 40, "b": 40}, "legend": {"orientation": "h", "y": -0.25},
+        "margin": {"l": 10, "r": 10, "t": 56 if "<br>" in state else 40, "b": 40},
+        "legend": {"orientation": "h", "y": -0.25},
     }  # fmt: skip
     return {"data": traces, "layout": layout}
 

@@ -190,6 +190,7 @@ def test_a_class_is_asked_about_the_view_it_sees_and_predicts_before_seeing(brow
         wait_covered(teacher, UNTIL_REVEALED)
         teacher.wait_for_function("() => document.querySelector('#workshop-chart .js-plotly-plot')?.data")
         assert chart_traces(teacher) == ["the class"]
+        teacher.locator("#workshop-chart").screenshot(path=str(ARTIFACTS / "workshop-chart-before-reveal.png"))
         # A student who explores on their own meanwhile cannot Step to the answer (fresh eyes did,
         # then sent it): Step and Generate wait for the reveal, the s key too.
         student.locator("#workshop-follow input").uncheck()
