@@ -168,10 +168,7 @@ def show_session(request: gr.Request, st, name: str, session, snap: snapshot.Sna
     loaded = session.loaded
     layer_index, head_choice = checked_view(session, snap.layer, snap.head)
     st = tab_state(request, st, name)
-    st.start(name, session)
-    st.layer, st.head = layer_index, head_choice
-    st.query = snap.query if snap.query is not None and 0 <= snap.query < len(session.token_ids) else None
-    st.tab = shown_tab(snap.tab, session.is_encoder_decoder)
+    take_view(st, name, session, snap, layer_index, head_choice)
     out = {  # the box shows the session's choice, and only where the model has a chat template
         **model_views(loaded), "text": gr.Textbox(value=snap.text, label=text_label(loaded)),
         "chat": chat_box(loaded, snap.chat),
@@ -191,12 +188,17 @@ def show_tokens(st: ExplorerState, session, snap: snapshot.Snapshot) -> Updates:
     building them cost more of the server's Python than the views themselves."""
     layer_index, head_choice = checked_view(session, snap.layer, snap.head)
     tab = st.tab
-    st.start(st.model_name, session)
-    st.layer, st.head = layer_index, head_choice
-    st.query = snap.query if snap.query is not None and 0 <= snap.query < len(session.token_ids) else None
-    st.tab = shown_tab(snap.tab, session.is_encoder_decoder)
+    take_view(st, st.model_name, session, snap, layer_index, head_choice)
     out = {"layer": st.layer, "head": st.head, "prompt_note": "", **render(st)}
     return out if st.tab == tab else {**out, "tabs": gr.Tabs(selected=st.tab)}
+
+
+def take_view(st: ExplorerState, name: str, session, snap: snapshot.Snapshot, layer: int, head: str) -> None:
+    """The tab's state shows ``session`` with ``snap``'s view (its layer and head checked already)."""
+    st.start(name, session)
+    st.layer, st.head = layer, head
+    st.query = snap.query if snap.query is not None and 0 <= snap.query < len(session.token_ids) else None
+    st.tab = shown_tab(snap.tab, session.is_encoder_decoder)
 
 
 @tab_event
