@@ -17,7 +17,7 @@ import torch
 from explorer.errors import InputError
 from explorer.model import CacheBatch, Output, Record, Trace, batch_of
 from explorer.model.trace import residual_stream_names
-from explorer.session.attention_store import keep_batch
+from explorer.session.kept_inputs import keep_batch
 from explorer.session.results import StepResult, StepTiming, timed
 from explorer.tokens import continuation_texts_of_rows, piece_text
 
