@@ -71,7 +71,7 @@ def test_a_policy_run_on_smollm2_draws_what_each_layer_holds(page):
     assert all(sum(1 for v in row[2:] if v == 1) == 6 for row in z)  # the window: the last 6 positions
     divergence = wait_plot_title(page, "lab-divergence", "against the full cache")
     assert len(divergence["data"][0]["x"]) == 8  # the prompt's next token, then each of the 7 steps (1 + 6)
-    assert "saved" in page.inner_text("#lab-info")
+    assert "saved" in page.inner_text("#lab-summary")
     assert page.locator("#lab-note").is_hidden()  # the run cleared the refusal's note
     shot(page, "cache-lab-smollm2")
 
@@ -81,9 +81,10 @@ def test_a_policy_run_on_smollm2_draws_what_each_layer_holds(page):
     assert "The budget must be from 2 to 1,024" in page.inner_text("#lab-note")  # and beside the buttons
     assert lab_plot(page, "lab-grid")["data"][0]["z"] == z
 
-    page.click("#step")  # a step makes the run stale: its figures go
+    page.click("#step")  # a step makes the run stale: its figures go, and its summary with them
     wait_token_count(page, n + 7)
     page.wait_for_function("() => !document.querySelector('#lab-grid .js-plotly-plot')")
+    page.wait_for_selector("#lab-summary", state="hidden")  # (it stayed, a summary of figures gone)
 
 
 def test_the_budget_curve_shows_the_sinks_against_the_window(page):
@@ -227,7 +228,7 @@ def test_the_lab_on_a_gemma3_keeps_each_sliding_layer_within_its_window(page, ch
         assert z[layer][:2] == [2, 2] and z[layer][t - 6 :] == [1] * 6 and set(z[layer][2 : t - 6]) == {0}
     for layer in (0, 2):  # sliding: the last 6 only
         assert z[layer][t - 6 :] == [1] * 6 and set(z[layer][: t - 6]) == {0}
-    assert "saved" in page.inner_text("#lab-info")
+    assert "saved" in page.inner_text("#lab-summary")
     shot(page, "cache-lab-gemma3")
     page.click("#lab-apply")
     page.wait_for_function("() => document.querySelector('#status').innerText.includes('cache: sinks 2 + window 6')")

@@ -65,7 +65,7 @@ CURVE_TEXT = ASSETS / "texts" / "declaration-of-independence.txt"  # public doma
 CURVE_TOKENS, CURVE_BUDGETS = 160, (16, 32, 64)  # half a minute of SmolLM2 on 2 cores (Gemma 3: 4-8)
 MAX_BUDGET = 1024  # the session's cap
 
-FIGURES = ("timing_plot", "lab_grid", "lab_divergence", "lab_note")
+FIGURES = ("timing_plot", "lab_summary", "lab_grid", "lab_divergence", "lab_note")
 
 
 def layout(page: Page) -> None:
@@ -98,7 +98,10 @@ def layout(page: Page) -> None:
                 )
             page.add(
                 lab_note=gr.Markdown(elem_id="lab-note"),  # why the lab's last button did nothing (lab_noted)
-                lab_info=gr.Markdown(elem_id="lab-info"),
+                lab_info=gr.Markdown(elem_id="lab-info"),  # the budget curve's sentence
+                # The last run's sentence, drawn with its figures: a Step makes the run stale and
+                # takes all three away (in #lab-info it outlived them, a summary of a run not shown).
+                lab_summary=gr.Markdown(elem_id="lab-summary"),
                 lab_grid=gr.Plot(label="What each layer holds", elem_id="lab-grid"),
                 lab_divergence=gr.Plot(label="Divergence from the full cache", elem_id="lab-divergence"),
                 lab_curve=gr.Plot(label="Budget curve", elem_id="lab-curve"),
@@ -118,6 +121,7 @@ def figures(st: ExplorerState) -> Updates:
         "timing_plot": shown_plot(st, views.timing_figure(st), "timing"),
         "lab_grid": shown_plot(st, grid, "cache-lab-grid"),
         "lab_divergence": shown_plot(st, divergence, "cache-lab-divergence"),
+        "lab_summary": "" if run is None else lab_summary(run),
         "lab_note": st.result(LAB_NOTE) or "",  # a refusal's reason, while the tokens are those it was refused at
     }
 
@@ -126,7 +130,8 @@ def wire(wiring: Wiring) -> None:
     page = wiring.page
     page.compare_button.click(wiring.on(on_compare), [page.state], page.pick("timing_plot", "cache_info"))
     chosen = [page.state, page.lab_policy, page.lab_budget, page.lab_sinks]
-    page.lab_run.click(wiring.on(on_lab_run), chosen, page.pick("lab_grid", "lab_divergence", "lab_info", "lab_note"))
+    run_outputs = page.pick("lab_grid", "lab_divergence", "lab_summary", "lab_note")
+    page.lab_run.click(wiring.on(on_lab_run), chosen, run_outputs)
     page.lab_curve_button.click(
         wiring.on(on_budget_curve), [page.state], page.pick("lab_curve", "lab_info", "lab_note")
     )
@@ -209,7 +214,7 @@ def on_lab_run(st, name, budget, sinks, progress=gr.Progress()) -> Updates:
     except cp.PolicyError as error:
         raise InputError(str(error)) from error
     st.keep("cache_lab", run)
-    return {**{k: v for k, v in figures(st).items() if k != "timing_plot"}, "lab_info": lab_summary(run)}
+    return {k: v for k, v in figures(st).items() if k != "timing_plot"}  # the grid, the divergence, the summary
 
 
 @lab_event
