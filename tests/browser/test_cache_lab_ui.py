@@ -286,3 +286,28 @@ def test_the_lab_charts_keep_their_labels_toolbars_and_titles_apart(browser, app
         assert overlaps(page, elem_id, parts) == [], (elem_id, width)
         assert cut_titles(page, elem_id) == [], (elem_id, width)
     context.close()
+
+
+@pytest.mark.parametrize("screen", [PHONE, DESKTOP], ids=["phone", "desktop"])
+def test_every_policy_name_fits_its_box(browser, app_url, screen):
+    """Fresh eyes at 390x844: the Policy dropdown cut its text under its arrow ("sinks + windo⌄");
+    at 1280x720 "H2O: heavy + recent" and the longer names were cut too. Every name in the list
+    ends clear of the arrow (measured in the box's own font)."""
+    from explorer.ui.tabs.kv_cache import POLICIES
+
+    context, page = opened(browser, app_url, screen)
+    open_lab(page)
+    cut = page.evaluate(  # each name's end in the box, against where the arrow begins
+        """names => { const input = document.querySelector('#lab-policy input');
+            const style = getComputedStyle(input);
+            const context = document.createElement('canvas').getContext('2d');
+            context.font = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+            const start = input.getBoundingClientRect().left + parseFloat(style.paddingLeft);
+            const arrow = document.querySelector('#lab-policy .icon-wrap').getBoundingClientRect().left;
+            return names.filter(name => start + context.measureText(name).width > arrow); }""",
+        [name for name, _ in POLICIES],
+    )
+    assert cut == [], (screen["viewport"], cut)
+    page.locator("#lab-policy").scroll_into_view_if_needed()
+    shot(page, f"cache-lab-policy-{screen['viewport']['width']}")
+    context.close()

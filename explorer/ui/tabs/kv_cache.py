@@ -53,7 +53,7 @@ the budget applies within it, and the global layers follow the policy alone."""
 
 POLICIES = [  # (what the menu shows, the value it sends)
     ("sinks + window", "sinks"),
-    ("sinks + window, positions in the cache", "sinks_cache"),
+    ("sinks + window, cache positions", "sinks_cache"),  # short enough for a phone's box
     ("window", "window"),
     ("H2O: heavy + recent", "heavy_hitters"),
     ("key norm", "key_norm"),
@@ -81,9 +81,11 @@ def layout(page: Page) -> None:
     gr.Markdown("### KV-cache lab", elem_id="lab-heading")
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=300):
+            # The policy on a row of its own: beside the numbers its box cut the names under its
+            # arrow ("sinks + windo⌄" on a phone, "H2O: heavy + rec…" at 1280 px).
+            page.add(lab_policy=gr.Dropdown(POLICIES, value="sinks", label="Policy", elem_id="lab-policy"))
             with gr.Row():
                 page.add(
-                    lab_policy=gr.Dropdown(POLICIES, value="sinks", label="Policy", elem_id="lab-policy"),
                     lab_budget=gr.Number(64, precision=0, label="Budget (keys a query reads)", elem_id="lab-budget"),
                     lab_sinks=gr.Number(4, precision=0, label="Sinks (first tokens kept)", elem_id="lab-sinks"),
                 )
