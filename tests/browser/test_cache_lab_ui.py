@@ -8,12 +8,15 @@ import pytest
 from explorer.ui.layout import BROWSER_KEY
 from tests.browser.helpers import (
     CHART_PARTS,
+    DESKTOP,
     PHONE,
     choose_model,
     cut_titles,
     idle,
+    opened,
     overlaps,
     shot,
+    show_modebar,
     tokens,
     wait_token_count,
 )
@@ -248,21 +251,6 @@ def test_the_lab_on_a_gemma3_keeps_each_sliding_layer_within_its_window(page, ch
     assert "cache: sinks 2 + window 6" in status(page)
 
 
-DESKTOP = {"viewport": {"width": 1280, "height": 720}}
-
-
-def opened(browser, app_url, screen: dict):
-    """A new browser context at ``screen``'s size and its page, opened on the app."""
-    from tests.browser.conftest import wait_ready
-
-    context = browser.new_context(**screen)
-    page = context.new_page()
-    page.set_default_timeout(120_000)
-    page.goto(app_url)
-    wait_ready(page)
-    return context, page
-
-
 @pytest.mark.parametrize("screen", [PHONE, DESKTOP], ids=["phone", "desktop"])
 def test_the_lab_charts_keep_their_labels_toolbars_and_titles_apart(browser, app_url, screen):
     """Fresh eyes at 390x844: the section labels ("What each layer holds", "Divergence from the
@@ -275,13 +263,7 @@ def test_the_lab_charts_keep_their_labels_toolbars_and_titles_apart(browser, app
     for elem_id, words, parts in (("lab-grid", "Held after", CHART_PARTS[:3]),
                                   ("lab-divergence", "against the full cache", CHART_PARTS)):  # fmt: skip
         wait_plot_title(page, elem_id, words)
-        page.locator(f"#{elem_id}").scroll_into_view_if_needed()
-        plot_area = page.locator(f"#{elem_id} .nsewdrag").first
-        if screen.get("has_touch"):
-            plot_area.tap()  # a tap shows the mode bar on a phone; a hover on a desktop
-        else:
-            plot_area.hover()
-        page.wait_for_selector(f"#{elem_id} .modebar")
+        show_modebar(page, elem_id, screen)
         shot(page, f"cache-lab-{elem_id}-{width}")
         assert overlaps(page, elem_id, parts) == [], (elem_id, width)
         assert cut_titles(page, elem_id) == [], (elem_id, width)
