@@ -139,6 +139,20 @@ def test_the_lab_figures_go_stale_with_a_step(session):
     assert kv_cache.figures(state)["lab_grid"] is None and kv_cache.figures(state)["lab_divergence"] is None
 
 
+def test_the_run_summary_goes_with_its_figures_on_a_step(session):
+    """Fresh eyes: after a Step the lab's figures went and its summary ("... saved. Over 4 steps
+    ...") stayed, a summary of a run no longer shown. It has its own box, drawn with the figures
+    (a Step's outputs: FIGURES); the budget curve's sentence keeps #lab-info."""
+    state = ExplorerState("tiny", session.started_again())
+    state.session.step()
+    assert kv_cache.figures(state)["lab_summary"] == ""
+    state.keep("cache_lab", run_policy(state.session, cp.window(16)))
+    assert "saved" in kv_cache.figures(state)["lab_summary"]
+    state.session.step()
+    assert kv_cache.figures(state)["lab_summary"] == ""
+    assert "lab_summary" in kv_cache.FIGURES and "lab_info" not in kv_cache.FIGURES
+
+
 def test_the_budget_curve_figure_has_a_line_per_policy():
     rows = [cp.CurveRow("full", "full cache", None, 100, 2.0)]
     for kind, times in (("window", 3), ("sinks", 1.1)):
@@ -191,7 +205,7 @@ def test_a_refused_lab_button_leaves_its_reason_beside_the_buttons(checkpoints):
         st.session.step()
     assert run(0) == {"lab_note": "⚠ **Not run.** The budget must be from 2 to 1,024 (got 0)."}
     out = run(8)
-    assert out["lab_note"] == "" and "saved" in out["lab_info"]
+    assert out["lab_note"] == "" and "saved" in out["lab_summary"] and "lab_info" not in out
     unchanged = run(1024)  # a budget past the text: nothing evicted, no divergence
-    assert "largest KL 0 nats" in unchanged["lab_info"]  # (fresh eyes read "0.00e+00 nats")
+    assert "largest KL 0 nats" in unchanged["lab_summary"]  # (fresh eyes read "0.00e+00 nats")
     assert kv_cache.on_lab_full(st) == {"lab_note": ""}  # nothing to go back from: only the note clears

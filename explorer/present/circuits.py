@@ -77,8 +77,10 @@ def cell_figure(cell: WhyAttends) -> dict:
     key_top = WhyAttends.largest(cell.key_components, SHOWN)
     rows = [cell.query_names.index(name) for name, _ in query_top]
     columns = [cell.key_names.index(name) for name, _ in key_top]
-    title = f"Why query {cell.query} reads key {cell.key} (score {cell.score:+.2f}): the largest components"
-    title += ", the others summed (grey)" if len(cell.key_components) > SHOWN else ""
+    # Two lines: on one, a phone's chart cut it at "the largest c".
+    rest = ", the others summed (grey)" if len(cell.key_components) > SHOWN else ""
+    title = f"Why query {cell.query} reads key {cell.key} (score {cell.score:+.2f}):"
+    title += f"<br><sub>the largest components{rest}</sub>"
     rests = the_rest(cell.query_components, query_top), the_rest(cell.key_components, key_top)
     return why_figure(query_top, key_top, cell.pairs[np.ix_(rows, columns)], title, rests)
 

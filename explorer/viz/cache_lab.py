@@ -15,8 +15,11 @@ GRID_COLORS = [
 ]  # fmt: skip
 POLICY_COLORS = {"window": "#d94801", "sinks": "#238b45", "sinks_cache": "#74c476", "heavy_hitters": "#6a51a3",
                  "key_norm": "#8c6d31", "int8": "#2171b5", "int4": "#6baed6"}  # fmt: skip
-# The legend between the title and the plot: below it, it sat over the x axis's title (issue 40).
-TITLE_AT_TOP = {"x": 0.01, "font": {"size": 13}, "y": 0.97, "yanchor": "top"}  # clear of the legend under it
+TOOLBAR_PX = 44  # Plotly's mode bar (top right) lies over this band; the page's label sits above the chart
+# The title under the mode bar (over it, the title's end was hidden on a phone), the legend between
+# the title and the plot: below the plot, it sat over the x axis's title (issue 40).
+TITLE_AT_TOP = {"x": 0.01, "xanchor": "left", "font": {"size": 13}, "yref": "container", "y": 1, "yanchor": "top",
+                "pad": {"t": TOOLBAR_PX}}  # fmt: skip
 # (Shown also while a trace is empty: the top token never changed.)
 LEGEND_ABOVE = {"legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"},
                 "showlegend": True}  # fmt: skip
@@ -47,10 +50,10 @@ def held_grid_figure(run: PolicyRun, token_texts: list[str], kv_heads: int) -> F
     }  # fmt: skip
     layout = {
         "title": {"text": f"Held after the last token: {label}<br><sub>blue held · grey evicted · orange sinks · "
-                          "purple integers</sub>", "x": 0.01, "font": {"size": 13}},
+                          "purple integers</sub>", **TITLE_AT_TOP},
         "xaxis": {"title": {"text": "position"}, "automargin": True},
         "yaxis": {"title": {"text": "layer"}, "autorange": "reversed", "automargin": True},
-        "height": max(240, 80 + 9 * grid.shape[0]), "margin": {"l": 60, "r": 10, "t": 70, "b": 45},
+        "height": max(285, 125 + 9 * grid.shape[0]), "margin": {"l": 60, "r": 10, "t": 115, "b": 45},
     }  # fmt: skip
     return {"data": [trace], "layout": layout}
 
@@ -73,7 +76,7 @@ def divergence_figure(run: PolicyRun) -> Figure:
                           f"its bytes · greedy text {where}</sub>", **TITLE_AT_TOP},
         "xaxis": {"title": {"text": "position the step read last"}, "automargin": True},
         "yaxis": {"title": {"text": "KL, nats"}, "rangemode": "tozero", "automargin": True},
-        "height": 340, "margin": {"l": 60, "r": 10, "t": 100, "b": 50}, **LEGEND_ABOVE,
+        "height": 385, "margin": {"l": 60, "r": 10, "t": 145, "b": 50}, **LEGEND_ABOVE,
     }  # fmt: skip
     return {"data": traces, "layout": layout}
 
@@ -104,6 +107,6 @@ def budget_curve_figure(rows: list, n_tokens: int, start: int) -> Figure:
         "yaxis": {"title": {"text": "perplexity / full cache's"}, "type": "log", "automargin": True},
         "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
                     "line": {"color": "#555", "width": 1, "dash": "dot"}}],
-        "height": 420, "margin": {"l": 60, "r": 10, "t": 110, "b": 50}, **LEGEND_ABOVE,
+        "height": 465, "margin": {"l": 60, "r": 10, "t": 155, "b": 50}, **LEGEND_ABOVE,
     }  # fmt: skip
     return {"data": traces, "layout": layout}

@@ -10,6 +10,7 @@ RAISES, LOWERS = "#2171b5", "#d94801"  # as the attribution's colours: blue rais
 REST = "#969696"  # the components not shown, summed: grey, whichever way they push
 
 Rest = tuple[str, float] | None  # ("the other 52, summed", their sum), below a side's largest components
+TOOLBAR_PX = 44  # Plotly's mode bar (top right) lies over this band: the title starts under it
 
 
 def _bars(items: list[tuple[str, float]], rest: Rest, axis: str, title: str) -> dict:
@@ -51,8 +52,9 @@ def why_figure(
     # One above the other (query side, key side, their pairs): side by side, a phone's width put one
     # chart's names over the other's bars.
     layout = {
-        "title": {"text": title, "x": 0.01, "font": {"size": 14}},
-        "height": 900, "margin": {"l": 90, "r": 20, "t": 60, "b": 90},
+        "title": {"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}, "yref": "container", "y": 1,
+                  "yanchor": "top", "pad": {"t": TOOLBAR_PX}},
+        "height": 940, "margin": {"l": 90, "r": 20, "t": 100, "b": 90},
         # One scale for both sides' bars, so that lengths compare (each its own: +1.07 drawn as
         # long as +3.85); a gap under each side for its axis title (it touched the next chart).
         "xaxis1": {"domain": [0.0, 1.0], "anchor": "y1", "title": {"text": "query side"}, "zeroline": True,

@@ -10,6 +10,10 @@ from .labels import short
 
 LENS_COLORS = [[0.0, "#ffffff"], [0.3, "#c7e9c0"], [1.0, "#238b45"]]
 FOLLOWED = " ✓"  # marks the token that does come next in the text
+# Top down: the page's label (top left) and Plotly's mode bar (top right) over this band, the title
+# under them, then the axis title ("rank") and the ranks. With the title in the middle of the top
+# margin, "rank" was drawn over its end on a phone.
+TOP_BAR_PX = 52
 
 
 def logit_lens_heatmap(
@@ -35,11 +39,12 @@ def logit_lens_heatmap(
         "hovertemplate": "%{y}, rank %{x}<br>%{text}<br>probability %{z:.3f}<extra></extra>",
     }  # fmt: skip
     layout = {
-        "title": {"text": title, "x": 0.01, "font": {"size": 14}},
-        "xaxis": {"type": "category", "side": "top", "title": {"text": "rank"}},
+        "title": {"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}, "yref": "container", "y": 1,
+                  "yanchor": "top", "pad": {"t": TOP_BAR_PX}},
+        "xaxis": {"type": "category", "side": "top", "title": {"text": "rank", "standoff": 6}, "automargin": True},
         "yaxis": {"type": "category", "title": {"text": "read after"}, "automargin": True},  # embeddings at the bottom
-        "margin": {"l": 10, "r": 10, "t": 70, "b": 10},
-        "height": max(320, min(900, 120 + 22 * n_rows)),
+        "margin": {"l": 10, "r": 10, "t": 124, "b": 10},
+        "height": max(374, min(954, 174 + 22 * n_rows)),
         "plot_bgcolor": "white",
     }  # fmt: skip
     return {"data": [trace], "layout": layout}

@@ -169,3 +169,59 @@ def choose_layer(page, layer: int) -> None:
 def choose_head(page, head: int) -> None:
     page.click("#head input")
     page.click(f"[role=option][aria-label='head {head}']")
+
+
+PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}  # new_context(**PHONE)
+DESKTOP = {"viewport": {"width": 1280, "height": 720}}
+
+
+def opened(browser, app_url, screen: dict):
+    """A new browser context at ``screen``'s size (PHONE, DESKTOP) and its page, opened on the app."""
+    from tests.browser.conftest import wait_ready
+
+    context = browser.new_context(**screen)
+    page = context.new_page()
+    page.set_default_timeout(120_000)
+    page.goto(app_url)
+    wait_ready(page)
+    return context, page
+
+
+def show_modebar(page, elem_id: str, screen: dict) -> None:
+    """Show Plotly's mode bar over a chart as a person does: a tap on a phone, a hover on a desktop."""
+    plot_area = page.locator(f"#{elem_id} .nsewdrag").first
+    plot_area.scroll_into_view_if_needed()
+    if screen.get("has_touch"):
+        plot_area.tap()
+    else:
+        plot_area.hover()
+    page.wait_for_selector(f"#{elem_id} .modebar")
+
+
+# A chart's parts that must not cover each other: the page's label (top left), Plotly's mode bar
+# (top right; a tap on the plot shows it on a phone), the figure's title, its legend.
+CHART_PARTS = ["[data-testid=block-label]", ".modebar", ".gtitle", ".legend"]
+
+
+def overlaps(page, elem_id: str, selectors: list[str]) -> list[str]:
+    """Which pairs of the chart's parts (``selectors``, inside #``elem_id``) cover each other."""
+    return page.evaluate(
+        """([id, sels]) => { const box = s => document.querySelector('#' + id + ' ' + s).getBoundingClientRect();
+            const found = [];
+            sels.forEach((a, i) => sels.slice(i + 1).forEach(b => { const p = box(a), q = box(b);
+                const crossed = p.left < q.right && q.left < p.right && p.top < q.bottom && q.top < p.bottom;
+                if (crossed) found.push(a + ' / ' + b); }));
+            return found; }""",
+        [elem_id, selectors],
+    )
+
+
+def cut_titles(page, elem_id: str) -> list[str]:
+    """The lines of a Plotly chart's title (and axis titles) that reach past the chart's right edge."""
+    return page.evaluate(
+        """id => { const right = document.querySelector('#' + id + ' .main-svg').getBoundingClientRect().right;
+            return Array.from(document.querySelectorAll('#' + id + ' :is(.gtitle, .g-xtitle, .g-ytitle) tspan, '
+                    + '#' + id + ' :is(.gtitle, .g-xtitle, .g-ytitle) > text'))
+                .filter(t => t.getBoundingClientRect().right > right + 1).map(t => t.textContent); }""",
+        elem_id,
+    )

@@ -6,7 +6,20 @@ from __future__ import annotations
 import pytest
 
 from explorer.ui.layout import BROWSER_KEY
-from tests.browser.helpers import choose_model, idle, shot, tokens, wait_token_count
+from tests.browser.helpers import (
+    CHART_PARTS,
+    DESKTOP,
+    PHONE,
+    choose_model,
+    cut_titles,
+    idle,
+    opened,
+    overlaps,
+    shot,
+    show_modebar,
+    tokens,
+    wait_token_count,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -71,7 +84,7 @@ def test_a_policy_run_on_smollm2_draws_what_each_layer_holds(page):
     assert all(sum(1 for v in row[2:] if v == 1) == 6 for row in z)  # the window: the last 6 positions
     divergence = wait_plot_title(page, "lab-divergence", "against the full cache")
     assert len(divergence["data"][0]["x"]) == 8  # the prompt's next token, then each of the 7 steps (1 + 6)
-    assert "saved" in page.inner_text("#lab-info")
+    assert "saved" in page.inner_text("#lab-summary")
     assert page.locator("#lab-note").is_hidden()  # the run cleared the refusal's note
     shot(page, "cache-lab-smollm2")
 
@@ -81,9 +94,10 @@ def test_a_policy_run_on_smollm2_draws_what_each_layer_holds(page):
     assert "The budget must be from 2 to 1,024" in page.inner_text("#lab-note")  # and beside the buttons
     assert lab_plot(page, "lab-grid")["data"][0]["z"] == z
 
-    page.click("#step")  # a step makes the run stale: its figures go
+    page.click("#step")  # a step makes the run stale: its figures go, and its summary with them
     wait_token_count(page, n + 7)
     page.wait_for_function("() => !document.querySelector('#lab-grid .js-plotly-plot')")
+    page.wait_for_selector("#lab-summary", state="hidden")  # (it stayed, a summary of figures gone)
 
 
 def test_the_budget_curve_shows_the_sinks_against_the_window(page):
@@ -227,7 +241,7 @@ def test_the_lab_on_a_gemma3_keeps_each_sliding_layer_within_its_window(page, ch
         assert z[layer][:2] == [2, 2] and z[layer][t - 6 :] == [1] * 6 and set(z[layer][2 : t - 6]) == {0}
     for layer in (0, 2):  # sliding: the last 6 only
         assert z[layer][t - 6 :] == [1] * 6 and set(z[layer][: t - 6]) == {0}
-    assert "saved" in page.inner_text("#lab-info")
+    assert "saved" in page.inner_text("#lab-summary")
     shot(page, "cache-lab-gemma3")
     page.click("#lab-apply")
     page.wait_for_function("() => document.querySelector('#status').innerText.includes('cache: sinks 2 + window 6')")
@@ -235,3 +249,47 @@ def test_the_lab_on_a_gemma3_keeps_each_sliding_layer_within_its_window(page, ch
     page.click("#step")
     wait_token_count(page, t + 1)
     assert "cache: sinks 2 + window 6" in status(page)
+
+
+@pytest.mark.parametrize("screen", [PHONE, DESKTOP], ids=["phone", "desktop"])
+def test_the_lab_charts_keep_their_labels_toolbars_and_titles_apart(browser, app_url, screen):
+    """Fresh eyes at 390x844: the section labels ("What each layer holds", "Divergence from the
+    full cache") lay over Plotly's toolbar and over the chart's own title ("sinks 4 + window 60
+    against the full cache" half hidden). Each has a row of its own, the toolbar a band under it,
+    the title under that; at 1280x720 too."""
+    context, page = opened(browser, app_url, screen)
+    run_sinks_after_six_steps(page)
+    width = screen["viewport"]["width"]
+    for elem_id, words, parts in (("lab-grid", "Held after", CHART_PARTS[:3]),
+                                  ("lab-divergence", "against the full cache", CHART_PARTS)):  # fmt: skip
+        wait_plot_title(page, elem_id, words)
+        show_modebar(page, elem_id, screen)
+        shot(page, f"cache-lab-{elem_id}-{width}")
+        assert overlaps(page, elem_id, parts) == [], (elem_id, width)
+        assert cut_titles(page, elem_id) == [], (elem_id, width)
+    context.close()
+
+
+@pytest.mark.parametrize("screen", [PHONE, DESKTOP], ids=["phone", "desktop"])
+def test_every_policy_name_fits_its_box(browser, app_url, screen):
+    """Fresh eyes at 390x844: the Policy dropdown cut its text under its arrow ("sinks + windo⌄");
+    at 1280x720 "H2O: heavy + recent" and the longer names were cut too. Every name in the list
+    ends clear of the arrow (measured in the box's own font)."""
+    from explorer.ui.tabs.kv_cache import POLICIES
+
+    context, page = opened(browser, app_url, screen)
+    open_lab(page)
+    cut = page.evaluate(  # each name's end in the box, against where the arrow begins
+        """names => { const input = document.querySelector('#lab-policy input');
+            const style = getComputedStyle(input);
+            const context = document.createElement('canvas').getContext('2d');
+            context.font = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+            const start = input.getBoundingClientRect().left + parseFloat(style.paddingLeft);
+            const arrow = document.querySelector('#lab-policy .icon-wrap').getBoundingClientRect().left;
+            return names.filter(name => start + context.measureText(name).width > arrow); }""",
+        [name for name, _ in POLICIES],
+    )
+    assert cut == [], (screen["viewport"], cut)
+    page.locator("#lab-policy").scroll_into_view_if_needed()
+    shot(page, f"cache-lab-policy-{screen['viewport']['width']}")
+    context.close()

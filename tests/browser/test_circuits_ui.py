@@ -8,14 +8,22 @@ import numpy as np
 import pytest
 
 from tests.browser.helpers import (
+    DESKTOP,
+    PHONE,
     choose_head,
     choose_layer,
+    cut_titles,
     idle,
+    opened,
+    overlaps,
     plot,
     shot,
+    show_modebar,
+    tokens,
     type_prompt,
     wait_plot_title,
     wait_query_at,
+    wait_token_count,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -112,3 +120,24 @@ def test_a_query_picked_explains_its_winning_cell_as_bars(page):
     scaled = carried / np.maximum(carried.max(-1, keepdims=True), 1e-12)
     assert shown == scaled.argmax(-1).tolist()  # each row's largest ‖α v W_O‖, as the API computes it
     shot(page, "circuits-weight-times-carried")
+
+
+@pytest.mark.parametrize("screen", [PHONE, DESKTOP], ids=["phone", "desktop"])
+def test_the_bars_title_fits_and_keeps_clear_of_the_mode_bar(browser, app_url, screen):
+    """Fresh eyes at 390x844: the bar chart's title was cut at the right edge ("Why query 8 reads key
+    0 (score +4.61): the largest c") and Plotly's mode bar lay over it. The title wraps, the summed
+    rest on a line of its own (layer 29 has more components than the bars show), under the mode bar."""
+    context, page = opened(browser, app_url, screen)
+    n = len(tokens(page))
+    page.click("#step")
+    wait_token_count(page, n + 1)
+    idle(page)
+    choose_layer(page, 29)
+    idle(page)
+    page.click("button[role=tab]:has-text('Why this cell')")
+    wait_plot_title(page, "circuits-bars", "the others summed")
+    show_modebar(page, "circuits-bars", screen)
+    shot(page, f"circuits-bars-{screen['viewport']['width']}")
+    assert overlaps(page, "circuits-bars", [".modebar", ".gtitle"]) == []
+    assert cut_titles(page, "circuits-bars") == []
+    context.close()

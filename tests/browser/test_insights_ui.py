@@ -9,10 +9,17 @@ import pytest
 
 from tests.browser.conftest import wait_ready
 from tests.browser.helpers import (
+    CHART_PARTS,
+    DESKTOP,
+    PHONE,
     choose_layer,
+    cut_titles,
     idle,
+    opened,
+    overlaps,
     plot,
     shot,
+    show_modebar,
     status,
     tokens,
     type_prompt,
@@ -83,6 +90,25 @@ def test_logit_lens_top_row_is_the_next_token(page):
     page.locator("#token-strip .token").nth(n - 2).click()
     wait_plot_title(page, "logit-lens", f"After {n - 2}")
     assert lens_cells(page)["text"][-1][0].endswith("✓")
+
+
+@pytest.mark.parametrize("screen", [PHONE, DESKTOP], ids=["phone", "desktop"])
+def test_the_logit_lens_axis_title_keeps_off_the_chart_title(browser, app_url, screen):
+    """Fresh eyes at 390x844: the lens's axis title ("rank") was drawn over the chart's title
+    ("After 7 '⏎': each layer's top tokens next"). The title sits under the page's label and the
+    mode bar, the axis title under the title; at 1280x720 too."""
+    context, page = opened(browser, app_url, screen)
+    n = len(tokens(page))
+    page.click("#step")
+    wait_token_count(page, n + 1)
+    idle(page)
+    open_tab(page, "Logit lens")
+    wait_plot_title(page, "logit-lens", f"After {n} ")
+    show_modebar(page, "logit-lens", screen)
+    shot(page, f"insights-logit-lens-{screen['viewport']['width']}")
+    assert overlaps(page, "logit-lens", [*CHART_PARTS[:3], ".g-xtitle"]) == []
+    assert cut_titles(page, "logit-lens") == []
+    context.close()
 
 
 def test_head_roles_overview_opens_a_head(page):

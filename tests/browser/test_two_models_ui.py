@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.browser.helpers import idle, plot, shot, status, tokens, wait_token_count
+from tests.browser.helpers import CHART_PARTS, idle, overlaps, plot, shot, status, tokens, wait_token_count
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -69,22 +69,6 @@ def wait_heatmap_in_view(page) -> None:
         """() => { const r = document.querySelector('#self-attention').getBoundingClientRect();
                    return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight; }"""
     )
-
-
-def overlaps(page, elem_id: str, selectors: list[str]) -> list[str]:
-    """Which pairs of the chart's parts (``selectors``, inside #``elem_id``) cover each other."""
-    return page.evaluate(
-        """([id, sels]) => { const box = s => document.querySelector('#' + id + ' ' + s).getBoundingClientRect();
-            const found = [];
-            sels.forEach((a, i) => sels.slice(i + 1).forEach(b => { const p = box(a), q = box(b);
-                const crossed = p.left < q.right && q.left < p.right && p.top < q.bottom && q.top < p.bottom;
-                if (crossed) found.push(a + ' / ' + b); }));
-            return found; }""",
-        [elem_id, selectors],
-    )
-
-
-CHART_PARTS = ["[data-testid=block-label]", ".modebar", ".gtitle", ".legend"]
 
 
 def head_choice(page) -> tuple[int, str]:

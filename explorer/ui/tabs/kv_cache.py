@@ -53,7 +53,7 @@ the budget applies within it, and the global layers follow the policy alone."""
 
 POLICIES = [  # (what the menu shows, the value it sends)
     ("sinks + window", "sinks"),
-    ("sinks + window, positions in the cache", "sinks_cache"),
+    ("sinks + window, cache positions", "sinks_cache"),  # short enough for a phone's box
     ("window", "window"),
     ("H2O: heavy + recent", "heavy_hitters"),
     ("key norm", "key_norm"),
@@ -65,7 +65,7 @@ CURVE_TEXT = ASSETS / "texts" / "declaration-of-independence.txt"  # public doma
 CURVE_TOKENS, CURVE_BUDGETS = 160, (16, 32, 64)  # half a minute of SmolLM2 on 2 cores (Gemma 3: 4-8)
 MAX_BUDGET = 1024  # the session's cap
 
-FIGURES = ("timing_plot", "lab_grid", "lab_divergence", "lab_note")
+FIGURES = ("timing_plot", "lab_summary", "lab_grid", "lab_divergence", "lab_note")
 
 
 def layout(page: Page) -> None:
@@ -81,9 +81,11 @@ def layout(page: Page) -> None:
     gr.Markdown("### KV-cache lab", elem_id="lab-heading")
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=300):
+            # The policy on a row of its own: beside the numbers its box cut the names under its
+            # arrow ("sinks + windo⌄" on a phone, "H2O: heavy + rec…" at 1280 px).
+            page.add(lab_policy=gr.Dropdown(POLICIES, value="sinks", label="Policy", elem_id="lab-policy"))
             with gr.Row():
                 page.add(
-                    lab_policy=gr.Dropdown(POLICIES, value="sinks", label="Policy", elem_id="lab-policy"),
                     lab_budget=gr.Number(64, precision=0, label="Budget (keys a query reads)", elem_id="lab-budget"),
                     lab_sinks=gr.Number(4, precision=0, label="Sinks (first tokens kept)", elem_id="lab-sinks"),
                 )
@@ -98,7 +100,10 @@ def layout(page: Page) -> None:
                 )
             page.add(
                 lab_note=gr.Markdown(elem_id="lab-note"),  # why the lab's last button did nothing (lab_noted)
-                lab_info=gr.Markdown(elem_id="lab-info"),
+                lab_info=gr.Markdown(elem_id="lab-info"),  # the budget curve's sentence
+                # The last run's sentence, drawn with its figures: a Step makes the run stale and
+                # takes all three away (in #lab-info it outlived them, a summary of a run not shown).
+                lab_summary=gr.Markdown(elem_id="lab-summary"),
                 lab_grid=gr.Plot(label="What each layer holds", elem_id="lab-grid"),
                 lab_divergence=gr.Plot(label="Divergence from the full cache", elem_id="lab-divergence"),
                 lab_curve=gr.Plot(label="Budget curve", elem_id="lab-curve"),
@@ -118,6 +123,7 @@ def figures(st: ExplorerState) -> Updates:
         "timing_plot": shown_plot(st, views.timing_figure(st), "timing"),
         "lab_grid": shown_plot(st, grid, "cache-lab-grid"),
         "lab_divergence": shown_plot(st, divergence, "cache-lab-divergence"),
+        "lab_summary": "" if run is None else lab_summary(run),
         "lab_note": st.result(LAB_NOTE) or "",  # a refusal's reason, while the tokens are those it was refused at
     }
 
@@ -126,7 +132,8 @@ def wire(wiring: Wiring) -> None:
     page = wiring.page
     page.compare_button.click(wiring.on(on_compare), [page.state], page.pick("timing_plot", "cache_info"))
     chosen = [page.state, page.lab_policy, page.lab_budget, page.lab_sinks]
-    page.lab_run.click(wiring.on(on_lab_run), chosen, page.pick("lab_grid", "lab_divergence", "lab_info", "lab_note"))
+    run_outputs = page.pick("lab_grid", "lab_divergence", "lab_summary", "lab_note")
+    page.lab_run.click(wiring.on(on_lab_run), chosen, run_outputs)
     page.lab_curve_button.click(
         wiring.on(on_budget_curve), [page.state], page.pick("lab_curve", "lab_info", "lab_note")
     )
@@ -209,7 +216,7 @@ def on_lab_run(st, name, budget, sinks, progress=gr.Progress()) -> Updates:
     except cp.PolicyError as error:
         raise InputError(str(error)) from error
     st.keep("cache_lab", run)
-    return {**{k: v for k, v in figures(st).items() if k != "timing_plot"}, "lab_info": lab_summary(run)}
+    return {k: v for k, v in figures(st).items() if k != "timing_plot"}  # the grid, the divergence, the summary
 
 
 @lab_event
