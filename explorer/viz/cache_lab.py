@@ -23,6 +23,11 @@ TITLE_AT_TOP = {"x": 0.01, "xanchor": "left", "font": {"size": 13}, "yref": "con
 # (Shown also while a trace is empty: the top token never changed.)
 LEGEND_ABOVE = {"legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"},
                 "showlegend": True}  # fmt: skip
+# The budget curve's seven names, one a row under the x axis's title: above the plot, in a chart
+# column 330-420 px wide, Plotly put them one a row there too and they lay over the title.
+LEGEND_BELOW_PX = 150  # seven rows of the legend
+LEGEND_BELOW = {"legend": {"orientation": "v", "x": 0, "xanchor": "left", "yref": "container", "y": 0,
+                           "yanchor": "bottom"}, "showlegend": True}  # fmt: skip
 KIND_NAMES = {"sinks_cache": "sinks, positions in the cache", "heavy_hitters": "heavy hitters", "key_norm": "key norm"}
 
 
@@ -107,6 +112,7 @@ def budget_curve_figure(rows: list, n_tokens: int, start: int) -> Figure:
         "yaxis": {"title": {"text": "perplexity / full cache's"}, "type": "log", "automargin": True},
         "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
                     "line": {"color": "#555", "width": 1, "dash": "dot"}}],
-        "height": 465, "margin": {"l": 60, "r": 10, "t": 155, "b": 50}, **LEGEND_ABOVE,
+        "height": 345 + LEGEND_BELOW_PX, "margin": {"l": 60, "r": 10, "t": 85, "b": 50 + LEGEND_BELOW_PX},
+        **LEGEND_BELOW,
     }  # fmt: skip
     return {"data": traces, "layout": layout}

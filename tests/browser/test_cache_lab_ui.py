@@ -100,7 +100,12 @@ def test_a_policy_run_on_smollm2_draws_what_each_layer_holds(page):
     page.wait_for_selector("#lab-summary", state="hidden")  # (it stayed, a summary of figures gone)
 
 
-def test_the_budget_curve_shows_the_sinks_against_the_window(page):
+@pytest.mark.parametrize("screen", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_the_budget_curve_shows_the_sinks_against_the_window(browser, app_url, screen):
+    """The curve (computed once per model: the second size reads the first's) and, at 1280x720 as
+    on a phone, its legend clear of its title: above the plot its seven names, one a row in a
+    column that narrow, lay over the title and the mode bar."""
+    context, page = opened(browser, app_url, screen)
     open_lab(page)
     page.click("#lab-curve-button")
     curve = wait_plot_title(page, "lab-curve", "Perplexity by budget")
@@ -110,7 +115,11 @@ def test_the_budget_curve_shows_the_sinks_against_the_window(page):
     # StreamingLLM's finding, as the model computes it: at every budget the sinks beat the window alone.
     assert all(s < w for s, w in zip(lines["sinks"]["y"], lines["window"]["y"], strict=True))
     assert "four sinks + a window" in page.inner_text("#lab-info")
-    shot(page, "cache-lab-budget-curve")
+    show_modebar(page, "lab-curve", screen)
+    shot(page, f"cache-lab-budget-curve-{screen['viewport']['width']}")
+    assert overlaps(page, "lab-curve", [*CHART_PARTS, ".g-xtitle"]) == []
+    assert cut_titles(page, "lab-curve") == []
+    context.close()
 
 
 def test_the_lab_on_the_translator_evicts_the_target_side(page):
