@@ -17,6 +17,7 @@ from explorer.analysis.domain import domain_note
 from explorer.analysis.patching import PatchingResult
 from explorer.analysis.proof import ParallelCheck, Sandbox
 from explorer.analysis.roles import HeadRoles
+from explorer.analysis.snapshot import Snapshot
 from explorer.analysis.two_models import TwoModels
 from explorer.cache_policies import full_cache_bytes
 from explorer.present import model_store
@@ -70,6 +71,9 @@ class ExplorerState:
     two_models: TwoModels | None = None  # the last census of two models (kept across a switch between them)
     lesson: LessonAt | None = None  # the lesson step on screen (the Lessons panel's slice)
     workshop: Leading | Following | None = None  # this tab's part in a workshop (its panel's slice), set by the server
+    # The session this tab had with each model it switched away from: its text, settings and tokens
+    # (not its cache: the tokens are read again on the way back). One per model, so a few at most.
+    left: dict[str, Snapshot] = field(default_factory=dict, repr=False)
     # Results computed on request, each with the tokens it covered: shown only while those are the
     # tokens on screen.
     results: dict[str, Kept] = field(default_factory=dict, repr=False)

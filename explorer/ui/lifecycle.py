@@ -19,7 +19,7 @@ from explorer.present.tabs import opening_tab, shown_tab
 from explorer.present.views import ExplorerState, checked_view
 from explorer.ui import texts
 from explorer.ui.render import buttons_on, chat_box, model_views, render, text_label
-from explorer.ui.shown import Updates
+from explorer.ui.shown import Updates, current_snapshot
 from explorer.ui.tab import USER_ERRORS, new_session, saved_session_folder, tab_event, tab_state
 from explorer.ui.texts import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
 
@@ -106,6 +106,11 @@ def on_model_change(request: gr.Request, model_name, st, *settings, progress=gr.
         gr.Warning(f"{as_sentence(error)} The previous model stays loaded.")
         return {"model": gr.Dropdown(value=previous)} if previous else gr.skip()
     st = tab_state(request, st, model_name)
+    back = session_left(st, model_name, settings[0])
+    if st.session is not None:
+        keep_left(st)
+    if back is not None:
+        return {**coming_back(request, st, model_name, loaded, back), **closed_lesson(st)}
     text_value = text_for(loaded, st, settings[0])
     st = new_session(st, text_value, *settings[1:], model_name=model_name)
     st.tab = opening_tab(st.tab, loaded.is_encoder_decoder)
@@ -113,6 +118,39 @@ def on_model_change(request: gr.Request, model_name, st, *settings, progress=gr.
         **model_views(loaded), "text": gr.Textbox(value=text_value, label=text_label(loaded)),
         "tabs": gr.Tabs(selected=st.tab), **render(st, full=True), **closed_lesson(st),
     }  # fmt: skip
+
+
+# What a session coming back sets on the page besides the model's views (``show_session``).
+SESSION_SETTINGS = ("chat", "use_cache", "temperature", "top_k", "top_p", "seed")
+LEFT_KEPT = 8  # sessions kept for the way back, one per model: the oldest goes (a few Hub ids or files could pile up)
+
+
+def keep_left(st: ExplorerState) -> None:
+    """Keep the session on screen (its tokens, settings and view, not its cache) for a switch back."""
+    st.left.pop(st.model_name, None)
+    st.left[st.model_name] = current_snapshot(st)
+    while len(st.left) > LEFT_KEPT:
+        st.left.pop(next(iter(st.left)))
+
+
+def session_left(st: ExplorerState, model_name: str, text_value: str) -> snapshot.Snapshot | None:
+    """The session this tab had with ``model_name`` when it switched away, to show again: only if
+    it had tokens of its own (else a new session is the same) and the box still holds its text or
+    the text of the session on screen (a text typed since is a new start, and wins)."""
+    left = st.left.pop(model_name, None)
+    if left is None or not left.generated:
+        return None
+    on_screen = st.session.text if st.session is not None else None
+    return left if text_value in (left.text, on_screen) else None
+
+
+def coming_back(request: gr.Request, st: ExplorerState, name: str, loaded, left: snapshot.Snapshot) -> Updates:
+    """Back to a model this tab left: its session as it was (text, settings, tokens, view), said on
+    the status line. (Switching away used to drop it: 33 generated tokens gone without a word.)"""
+    out = show_session(request, st, name, snapshot.restore(loaded, left), left)
+    n = len(left.generated)
+    said = f"Your {name} session is back as you left it ({n} generated token{'' if n == 1 else 's'})."
+    return {**out, "status": f"{said}\n\n{out['status']}"}
 
 
 # What closing a lesson changes (a model switch, "Back to your text").

@@ -103,6 +103,25 @@ def test_a_model_switch_brings_the_other_kinds_example_once(page):
     assert len(calls) == 3
 
 
+def test_a_model_switch_and_back_keeps_the_session(page):
+    """A stranger generated on SmolLM2, looked at the translator and came back: every generated
+    token was gone without a word. Now the session comes back as it was, and the status says so."""
+    n = len(tokens(page))
+    for count in (n + 1, n + 2):
+        page.click("#step")
+        wait_token_count(page, count)
+    shown = tokens(page)
+    choose_model(page, TRANSLATOR)
+    page.wait_for_selector("#source-strip .token")
+    idle(page)
+    choose_model(page, "smollm2")
+    page.wait_for_function("() => /back as you left it/.test(document.querySelector('#status').textContent)")
+    wait_token_count(page, n + 2)
+    assert tokens(page) == shown
+    assert "(2 generated tokens)" in status(page)
+    assert page.locator("#prompt textarea").input_value() == DECODER_EXAMPLES[0]
+
+
 def test_the_buttons_wait_for_the_first_model(browser, app_url):
     """Bug 4: while the page's model loads, Step says so and cannot be clicked; then it steps."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})

@@ -36,6 +36,7 @@ def wire(wiring: Wiring) -> None:
     Generate sees its session replaced at its next step and sends the new one's views."""
     page, on, settings = wiring.page, wiring.on, wiring.settings
     switched = {*wiring.new_model, *page.pick(*lifecycle.CLOSED_LESSON)}  # another model closes a lesson
+    switched |= {*page.pick(*lifecycle.SESSION_SETTINGS)}  # a session coming back brings its settings
     page.model.select(on(lifecycle.on_model_change), [page.model, page.state, *settings], switched)
     page.custom_model.submit(on(lifecycle.on_custom_model), [page.custom_model, page.state, *settings], switched)
 
