@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 import explorer
 from explorer.present import model_store, views
-from explorer.present.views import MEAN, ExplorerState, checked_query, checked_view
+from explorer.present.views import MEAN, ExplorerState, checked_query, checked_view, strip_colors
 from explorer.session import InputError
 
 
@@ -111,3 +113,17 @@ def test_a_replaced_session_is_freed_at_once_after_every_tab_was_shown(checkpoin
         assert old() is None
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("translator", [False, True])
+def test_every_kind_of_token_in_the_strip_has_a_colour_apart(translator):
+    """Fresh eyes took a token they had chosen (forced, #dadaeb) for a prompt token (#dbe9f6):
+    the colours of one legend are at least 60 apart (the sum of the red, green and blue gaps)."""
+    colours = strip_colors(translator)
+
+    def rgb(hex_colour: str) -> list[int]:
+        return [int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)]
+
+    for a, b in itertools.combinations(colours, 2):
+        gap = sum(abs(x - y) for x, y in zip(rgb(colours[a]), rgb(colours[b]), strict=True))
+        assert gap >= 60, (a, b, gap)

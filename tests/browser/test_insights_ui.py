@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from explorer.viz.labels import TOKEN_COLORS
 from tests.browser.conftest import wait_ready
 from tests.browser.helpers import (
     CHART_PARTS,
@@ -263,7 +264,8 @@ def test_save_a_session_and_open_it_elsewhere(page, browser, app_url, tmp_path):
     idle(other)
     assert tokens(other) == saved_tokens
     kinds = other.eval_on_selector_all("#token-strip .token", "els => els.map(e => e.style.backgroundColor)")
-    assert sum("218, 218, 235" in k for k in kinds) == 1  # the forced token is still marked as forced
+    forced = ", ".join(str(int(TOKEN_COLORS["forced"][i : i + 2], 16)) for i in (1, 3, 5))
+    assert sum(forced in k for k in kinds) == 1  # the forced token is still marked as forced
     assert other.locator("#prompt textarea").input_value() == PROMPT
     other.wait_for_selector("text=The attention was recomputed")
     shot(other, "insights-restored-session")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from explorer.viz.labels import TOKEN_COLORS
 from tests.browser.conftest import ARTIFACTS, free_port, running_app, wait_ready
 from tests.browser.helpers import (
     choose_head,
@@ -23,7 +24,7 @@ from tests.browser.test_lessons_ui import wait_step
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 PROMPT = "The cat sat on the mat. The dog sat on the"
-FORCED_COLOUR = "218, 218, 235"  # the strip's colour for a token the user chose
+FORCED_COLOUR = ", ".join(str(int(TOKEN_COLORS["forced"][i : i + 2], 16)) for i in (1, 3, 5))  # a chosen token
 
 
 def make_a_session(page) -> int:
