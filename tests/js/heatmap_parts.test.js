@@ -42,3 +42,16 @@ test("ticks closer than the gap are thinned to every k-th", () => {
   const shown = parts.ticks(false, labels, axis, 0, 10, 32, 5, 12); // 5 px apart, 12 wanted: every 3rd
   assert.deepEqual(shown.map(([i]) => i), [0, 3, 6, 9]);
 });
+
+test("the selected query's label is always shown, its too-close neighbours are not", () => {
+  const labels = Array.from({ length: 14 }, (_, i) => `${i} t`);
+  const axis = { tickvals: labels, ticktext: labels };
+  // 10 px rows, 12 wanted: every other label, and the newest row (13) had none.
+  assert.deepEqual(parts.ticks(false, labels, axis, 0, 14, 48, 10, 12).map(([i]) => i), [0, 2, 4, 6, 8, 10, 12]);
+  const kept = parts.ticks(false, labels, axis, 0, 14, 48, 10, 12, 13);
+  assert.deepEqual(kept.map(([i]) => i), [0, 2, 4, 6, 8, 10, 13]);
+  assert.deepEqual(kept.at(-1), [13, "13 t"]);
+  assert.deepEqual(parts.ticks(false, labels, axis, 0, 14, 48, 10, 12, 4).map(([i]) => i), [0, 2, 4, 6, 8, 10, 12]);
+  const outside = parts.ticks(false, labels, axis, 0, 10, 48, 10, 12, 13); // zoomed away from it: as before
+  assert.deepEqual(outside.map(([i]) => i), [0, 2, 4, 6, 8, 10, 12]);
+});

@@ -187,7 +187,7 @@
       parts.push(`<g class="xtick"><text transform="translate(${x + 3},${y + 8}) rotate(${layout.xaxis.tickangle || 0})"
         text-anchor="end" dominant-baseline="middle">${text}</text></g>`);
     }
-    for (const [i, text] of ticks(trace.y, layout.yaxis, r0, r1, QUERY_LABELS, rh, 12 * textScale)) {
+    for (const [i, text] of ticks(trace.y, layout.yaxis, r0, r1, QUERY_LABELS, rh, 12 * textScale, outlinedRow(layout))) {
       if (i < r0 || i >= r1) continue;
       const y = yOf(i);
       parts.push(`<line x1="${box.x - 5}" x2="${box.x}" y1="${y}" y2="${y}" stroke="#444"/>`);
@@ -284,12 +284,18 @@
     return room >= FEWEST_PIXELS ? Math.min(wanted, room) : wanted;
   }
 
+  // The outlined query's row, or -1 when no row is outlined.
+  function outlinedRow(layout) {
+    const outline = (layout.shapes || []).find((s) => s.name === "selected query");
+    return outline ? Math.round(outline.y0 + 0.5) : -1;
+  }
+
   // The row a screen reader is told about and the table shows: the outlined query, else the last.
   function selectedRow(figure) {
     const trace = figure.data[0],
       grid = decode(trace.z);
-    const outline = (figure.layout.shapes || []).find((s) => s.name === "selected query");
-    const r = outline ? Math.round(outline.y0 + 0.5) : grid.rows - 1;
+    const outlined = outlinedRow(figure.layout);
+    const r = outlined >= 0 ? outlined : grid.rows - 1;
     const weights = Array.from(grid.values.subarray(r * grid.cols, (r + 1) * grid.cols));
     const keys = weights.map((w, c) => ({ key: trace.x[c], w })).filter((k) => !Number.isNaN(k.w));
     const strongest = [...keys].sort((a, b) => b.w - a.w).slice(0, 3);

@@ -27,8 +27,10 @@ const heatmapParts = (() => {
   }
 
   // Which labels of first..last to show: the figure's own ticks, or every k-th when zoomed; then
-  // fewer where they would stand closer than `gap` pixels (a narrow screen, a phone).
-  function ticks(zoomed, labels, axis, first, last, most, cellPixels, gap) {
+  // fewer where they would stand closer than `gap` pixels (a narrow screen, a phone). `keep` (an
+  // index, or -1): a label always shown, its neighbours closer than `gap` dropped instead (the
+  // selected query's row: thinned to every other label, the newest token's row had none).
+  function ticks(zoomed, labels, axis, first, last, most, cellPixels, gap, keep = -1) {
     let shown = axis.tickvals.map((v, k) => [labels.indexOf(v), axis.ticktext[k]]);
     if (zoomed) {
       const step = Math.ceil((last - first) / most);
@@ -37,7 +39,10 @@ const heatmapParts = (() => {
     }
     const apart = shown.length > 1 ? (shown[1][0] - shown[0][0]) * cellPixels : gap;
     const every = Math.max(1, Math.ceil(gap / apart));
-    return shown.filter((_, k) => k % every === 0);
+    const thinned = shown.filter((_, k) => k % every === 0);
+    if (keep < first || keep >= last || thinned.some(([i]) => i === keep)) return thinned;
+    const near = ([i]) => Math.abs(i - keep) * cellPixels < gap;
+    return [...thinned.filter((t) => !near(t)), [keep, labels[keep]]].sort((a, b) => a[0] - b[0]);
   }
 
   // A title longer than `chars` characters, in two lines broken at the ", " nearest its middle.
