@@ -1,0 +1,65 @@
+"""A workshop on a classroom projector (1280x720) and a student's page, as fresh eyes saw them: the
+teacher's panel no longer pushes the token strip and the candidates below the first screen.
+
+Runs on the shared app (its workshops database under the cache folder); every workshop started
+here is ended before the test ends. Screenshots: test-artifacts/workshop-projector-*.png."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.helpers import ARTIFACTS, idle
+from tests.browser.test_lessons_ui import open_lesson, wait_step
+from tests.browser.test_workshop_phone import PROJECTOR, boxes, new_page
+from tests.browser.test_workshop_ui import wait_page, wait_text
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+LESSON = 1  # its first step is set up at once (no tokens generated)
+
+
+def start_workshop(browser, app_url: str, device: dict = PROJECTOR):
+    """The teacher: lesson 1, a workshop started; (page, student link, code)."""
+    teacher = new_page(browser, app_url, device)
+    wait_page(teacher)
+    open_lesson(teacher, LESSON)
+    wait_step(teacher, LESSON, 0)
+    if not teacher.locator("#workshop-info").is_visible():
+        teacher.click("#workshop")
+    teacher.click("#workshop-start")
+    wait_text(teacher, "#workshop-info", "Workshop ")
+    idle(teacher)
+    link = teacher.locator("#workshop-student-link textarea, #workshop-student-link input").input_value()
+    return teacher, link, link.rsplit("=", 1)[1]
+
+
+def end_workshop(teacher) -> None:
+    """The shared app's workshops stay few (one network runs at most 3)."""
+    if teacher.locator("#workshop-end").is_visible():
+        teacher.click("#workshop-end")
+        teacher.click("#workshop-end-yes")  # (End asks once more)
+        wait_text(teacher, "#workshop-info", "has ended")
+
+
+def test_a_running_workshop_keeps_the_strip_and_the_candidates_on_the_projectors_first_screen(browser, app_url):
+    teacher, _, code = start_workshop(browser, app_url)
+    try:
+        strip, candidates, room, ask, link, lesson = boxes(
+            teacher, "#token-strip", "#candidates", "#workshop-room .room-code", "#workshop-ask",
+            "#workshop-student-link", "#lesson-text",
+        )  # fmt: skip
+        teacher.screenshot(path=str(ARTIFACTS / "workshop-projector-1280x720.png"))
+        for name, box in (("token strip", strip), ("candidates", candidates)):
+            assert box is not None and box["top"] >= 0 and box["bottom"] <= 720, f"{name} off the first screen: {box}"
+        # The panel follows them: the room code (still large) and the question's buttons first,
+        # the student link after them, the lesson's text after the panel.
+        assert candidates["bottom"] <= room["top"] < ask["top"] < link["top"] < lesson["top"]
+        assert teacher.locator("#workshop-room .room-code").inner_text().strip() == code
+        size = teacher.eval_on_selector("#workshop-room .room-code", "el => parseFloat(getComputedStyle(el).fontSize)")
+        assert size >= 48
+    finally:
+        end_workshop(teacher)
+    # Ended: the page's own order again (the Lessons panel above the tokens).
+    lessons, strip = boxes(teacher, "#lessons", "#token-strip")
+    assert lessons["bottom"] <= strip["top"]
+    teacher.context.close()
