@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from explorer.ui.answer_cover import UNTIL_CHECKED
 from tests.browser.helpers import ARTIFACTS, idle
+from tests.browser.test_lesson_questions_ui import wait_covered
 from tests.browser.test_lessons_ui import open_lesson, wait_step
 from tests.browser.test_workshop_phone import PROJECTOR, boxes, new_page
 from tests.browser.test_workshop_ui import wait_page, wait_text
@@ -63,3 +65,32 @@ def test_a_running_workshop_keeps_the_strip_and_the_candidates_on_the_projectors
     lessons, strip = boxes(teacher, "#lessons", "#token-strip")
     assert lessons["bottom"] <= strip["top"]
     teacher.context.close()
+
+
+# Where the covered view's sentence is on screen (its ::before, at the top of the covered box).
+COVER_SENTENCE_BOX = """s => { const el = document.querySelector(s), r = el.getBoundingClientRect();
+    const why = getComputedStyle(el, '::before'), top = r.top + (parseFloat(why.top) || 0);
+    return {top, bottom: top + parseFloat(why.height), text: why.content}; }"""
+
+
+def test_the_logit_lens_cover_says_why_on_the_first_screen(browser, app_url):
+    """A question asks which token Step will choose: the Logit lens (its top row is the answer) is
+    covered, and the sentence that says so is on a 720-pixel projector's first screen, not centred
+    in the lens's tall box below it."""
+    page = new_page(browser, app_url, PROJECTOR)
+    try:
+        wait_page(page)
+        open_lesson(page, LESSON)
+        wait_step(page, LESSON, 0)
+        page.click("#views button[role=tab]:has-text('Logit lens')")
+        page.wait_for_selector("#logit-lens .js-plotly-plot", state="attached")  # (drawn, covered)
+        wait_covered(page, UNTIL_CHECKED, "#logit-lens")
+        idle(page)
+        page.evaluate("() => window.scrollTo(0, 0)")
+        sentence = page.evaluate(COVER_SENTENCE_BOX, "#logit-lens")
+        page.screenshot(path=str(ARTIFACTS / "workshop-projector-lens-covered.png"))
+        assert UNTIL_CHECKED in sentence["text"]
+        assert sentence["top"] >= 0 and sentence["bottom"] <= 720, sentence
+        assert page.eval_on_selector("#logit-lens", "el => el.getBoundingClientRect().height") > 400  # (a tall box)
+    finally:
+        page.context.close()
