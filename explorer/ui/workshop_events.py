@@ -56,7 +56,7 @@ WORKSHOP_VIEWS = (
     "workshop_panel", "workshop_info", "workshop_enter", "workshop_teacher", "workshop_student", "workshop_live",
     "workshop_seat", "workshop_chart", "workshop_tally", "workshop_follow", "workshop_code", "workshop_focus",
     "workshop_room", "lesson_answer", "lesson_check", "lesson_next", "answer_cover", "workshop_lock", "workshop_seats",
-    "workshop_remove_pick", "workshop_mine_pick", "workshop_mine_row",
+    "workshop_remove_pick", "workshop_mine_pick", "workshop_mine_row", "workshop_start_note",
 )  # fmt: skip
 LINKS = ("workshop_student_link", "workshop_teacher_link")
 
@@ -151,6 +151,22 @@ def start_button(lesson: object) -> Updates:
 @tab_event
 def on_start(request: gr.Request, st, mine) -> Updates:
     st = require(st)
+    try:
+        return start(request, st, mine)
+    except WorkshopError as error:
+        # Said in the panel too, beside Start, until the next try: the toast alone sat top-right,
+        # far from the button, and faded (a teacher refused by the per-network limit missed it).
+        gr.Warning(str(error))
+        return {"workshop_start_note": start_refused(error)}
+
+
+def start_refused(error: WorkshopError) -> str:
+    """The panel's note for a refused Start: what happened, why and what to do (the refusal's own
+    sentence says both). It names no workshop: another teacher's, at the same address, is theirs."""
+    return f"**No workshop was started.** {as_sentence(error)} Then press Start again."
+
+
+def start(request: gr.Request, st: ExplorerState, mine) -> Updates:
     if st.lesson is None:
         raise WorkshopError("Choose a lesson first (the Lessons list): the workshop runs it with the class.")
     started = store().start(st.lesson.number, owner=client_address(request))
@@ -691,6 +707,7 @@ def panel(st: ExplorerState | None) -> Updates:
     if seat is None:
         return {**out, "workshop_info": texts.WORKSHOP}
     out["workshop_panel"] = gr.Accordion(open=True)
+    out["workshop_start_note"] = ""  # in a workshop: a refused Start is over
     if isinstance(seat, Leading):
         locked, seats = store().settings(seat.code, seat.secret)
         controls = {"workshop_lock": locked, "workshop_seats": seats, "workshop_room": room_code_html(seat.code)}

@@ -160,8 +160,9 @@ class Workshops:
                 )
             mine = db.scalar(sa.select(sa.func.count()).select_from(workshops).where(workshops.c.owner == owner))
             if mine >= self.limits.workshops_per_client:
+                runs = f"{mine} workshop{'' if mine == 1 else 's'}"
                 raise WorkshopError(
-                    f"Your network already runs {mine} workshops, the most one may: end one first (its teacher "
+                    f"Your network already runs {runs}, the most one may: end one first (its teacher "
                     "link opens it, then End the workshop), or ask the server's operator."
                 )
             for _ in range(20):  # 32^6 codes: a clash is rare, and then another code is drawn

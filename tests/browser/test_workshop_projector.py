@@ -9,10 +9,11 @@ from __future__ import annotations
 import pytest
 
 from explorer.ui.answer_cover import UNTIL_CHECKED
+from tests.browser.conftest import running_app
 from tests.browser.helpers import ARTIFACTS, idle
 from tests.browser.test_lesson_questions_ui import wait_covered
 from tests.browser.test_lessons_ui import open_lesson, wait_step
-from tests.browser.test_workshop_phone import PROJECTOR, boxes, new_page
+from tests.browser.test_workshop_phone import IN_VIEW, PROJECTOR, boxes, new_page
 from tests.browser.test_workshop_ui import wait_page, wait_text
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -94,3 +95,46 @@ def test_the_logit_lens_cover_says_why_on_the_first_screen(browser, app_url):
         assert page.eval_on_selector("#logit-lens", "el => el.getBoundingClientRect().height") > 400  # (a tall box)
     finally:
         page.context.close()
+
+
+def test_a_start_refused_by_the_networks_limit_is_said_beside_the_button(browser, tmp_path):
+    """One network runs at most N workshops: a teacher refused sees why and what to do in the
+    panel, beside Start, not only in a toast that fades top-right; it names no other workshop."""
+    env = {
+        "DECODER_EXPLORER_DATABASE_URL": f"sqlite:///{tmp_path / 'workshops.sqlite3'}",
+        "DECODER_EXPLORER_WORKSHOPS_PER_CLIENT": "1",
+    }
+    log = ARTIFACTS / "app-workshop-limit.log"
+    log.unlink(missing_ok=True)
+    with running_app(log, **env) as (url, _):
+        first, _, code = start_workshop(browser, url)
+        second = new_page(browser, url, PROJECTOR)
+        try:
+            wait_page(second)
+            open_lesson(second, LESSON)
+            wait_step(second, LESSON, 0)
+            if not second.locator("#workshop-info").is_visible():
+                second.click("#workshop")
+            second.click("#workshop-start")
+            note = second.locator("#workshop-start-note")
+            note.wait_for(state="visible")
+            said = note.inner_text()
+            assert "No workshop was started" in said and "Your network already runs 1 workshop," in said
+            assert "end one first" in said and code not in said
+            start, box = second.locator("#workshop-start").bounding_box(), note.bounding_box()
+            assert 0 <= box["y"] - (start["y"] + start["height"]) < 60  # right under the button
+            second.wait_for_function(IN_VIEW, arg="#workshop-start-note")  # scrolled into sight
+            second.screenshot(path=str(ARTIFACTS / "workshop-projector-start-refused.png"))
+            second.wait_for_selector("[data-testid=toast-body]", state="detached", timeout=60_000)
+            assert note.is_visible()  # the toast faded; the panel still says it
+            # The next try, once the first workshop ended: started, and the note is gone.
+            end_workshop(first)
+            second.click("#workshop-start")
+            wait_text(second, "#workshop-info", "Workshop ")
+            end_workshop(second)  # (Start is back, with nothing said beside it)
+            second.wait_for_selector("#workshop-start", state="visible")
+            assert not second.locator("#workshop-start-note").is_visible()
+        finally:
+            end_workshop(second)
+            for page in (first, second):
+                page.context.close()
