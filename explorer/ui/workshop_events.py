@@ -492,11 +492,13 @@ def led_lesson_text(at: object) -> str:
     if not (isinstance(at, list) and len(at) == 2 and all(type(n) is int for n in at)):
         return texts.LESSONS
     try:
-        heading, step = lesson_events.step_heading(*at), lessons.step_of(*at)
+        heading, step, lesson = lesson_events.step_heading(*at), lessons.step_of(*at), lessons.lesson(at[0])
     except InputError:
         return texts.LESSONS
+    # The lesson's name is said here: a student's page hides the Lessons list (not theirs to use
+    # while the teacher leads; workshop.css), which showed nothing once they explored on their own.
     return (
-        f"{heading} (your teacher leads)\n\n{step.text}\n\n"
+        f"{heading} (your teacher leads *{lesson.title}*)\n\n{step.text}\n\n"
         "Your teacher asks this step's question in the Workshop panel: answer it there."
     )
 

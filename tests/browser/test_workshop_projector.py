@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import pytest
 
+from explorer import lessons
 from explorer.ui.answer_cover import UNTIL_CHECKED
 from tests.browser.conftest import running_app
 from tests.browser.helpers import ARTIFACTS, idle
 from tests.browser.test_lesson_questions_ui import wait_covered
 from tests.browser.test_lessons_ui import open_lesson, wait_step
 from tests.browser.test_workshop_phone import IN_VIEW, PROJECTOR, boxes, new_page
-from tests.browser.test_workshop_ui import wait_page, wait_text
+from tests.browser.test_workshop_ui import join, wait_page, wait_text
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -137,4 +138,27 @@ def test_a_start_refused_by_the_networks_limit_is_said_beside_the_button(browser
         finally:
             end_workshop(second)
             for page in (first, second):
+                page.context.close()
+
+
+def test_a_student_exploring_on_their_own_reads_which_lesson_the_teacher_leads(browser, app_url):
+    """Unticked "Follow the teacher": the whole explorer is back, but the Lessons list is the
+    teacher's (it showed blank beside "Lesson 1, step 1 of 2 … (your teacher leads)"): hidden, and
+    the panel's text names the lesson."""
+    teacher, link, _ = start_workshop(browser, app_url)
+    student = None
+    try:
+        student = join(browser, link, "Ada")
+        student.locator("#workshop-follow input").uncheck()
+        wait_text(student, "#workshop-info", "exploring on your own")
+        student.wait_for_selector("#step", state="visible")
+        idle(student)
+        title = lessons.lesson(LESSON).title
+        wait_text(student, "#lesson-text", f"(your teacher leads {title})")
+        assert not student.locator("#lesson").is_visible()
+        student.screenshot(path=str(ARTIFACTS / "workshop-projector-student-own.png"), full_page=True)
+    finally:
+        end_workshop(teacher)
+        for page in (teacher, student):
+            if page is not None:
                 page.context.close()
