@@ -22,7 +22,7 @@ VIEW_KEPT = "() => { document.dispatchEvent(new Event('decoder-explorer-view-kep
 # End's question scrolled into sight once drawn (it opened below a 720-pixel projector's edge).
 SHOW_END_CONFIRM = """() => { let tries = 20; const look = () => {
     const asked = document.querySelector('#workshop-end-confirm');
-    if (asked && asked.offsetParent) asked.scrollIntoView({block: 'nearest', behavior: 'instant'});
+    if (asked && asked.offsetParent) asked.scrollIntoView({block: 'center', behavior: 'instant'});
     else if (tries-- > 0) setTimeout(look, 50); }; look(); }"""
 # A refused Start's note scrolled into sight once drawn (under the button, at a 720-pixel screen's edge).
 SHOW_START_NOTE = """() => { let tries = 20; const look = () => {
