@@ -49,6 +49,7 @@ from explorer.viz.workshop import tally_figure
 from explorer.workshop import Limits, WorkshopError, Workshops, connect, room_code
 from explorer.workshop.database import describe
 from explorer.workshop.questions import asked_at, lesson_question, lesson_title, next_token_question
+from explorer.workshop.rules import SeatGone
 from explorer.workshop.service import purge_every
 
 # Everything the panel shows; each event returns the part it changed.
@@ -376,8 +377,8 @@ def on_sync(st) -> Updates:
         if isinstance(seat, Following):
             store().seat(seat.seat.code, seat.seat.token)  # the page's poll may have said it is gone
             return student_views(st)
-    except WorkshopError:  # ended, expired, or (a student's) seat removed
-        return ended(st)
+    except WorkshopError as error:  # ended, expired, or (a student's) seat removed
+        return ended(st, error)
     return gr.skip()
 
 
@@ -388,8 +389,8 @@ def on_follow_sync(request: gr.Request, st) -> Updates:
         return gr.skip()
     try:
         return sync(request, st) | student_views(st)
-    except WorkshopError:
-        return ended(st)
+    except WorkshopError as error:
+        return ended(st, error)
 
 
 @tab_event
@@ -409,15 +410,16 @@ STUDENT_AFTER = (
 )
 
 
-def ended(st: ExplorerState) -> Updates:
+def ended(st: ExplorerState, error: WorkshopError | None = None) -> Updates:
     """The tab's workshop is over for it: the panel says so and what they can do; the tab stops
-    following (its own session, everything on the page, stays as it is)."""
+    following (its own session, everything on the page, stays as it is). ``error`` is why the
+    seat was refused: a student's seat gone from a workshop that runs on (``SeatGone``) is told
+    that, any other that the workshop ended."""
     seat, st.workshop = st.workshop, None
     if isinstance(seat, Leading):
         said = f"**Workshop {seat.code} has ended** (it was ended from another page, or it expired). " + TEACHER_AFTER
     else:
-        code = seat.seat.code if isinstance(seat, Following) else ""
-        said = f"**Workshop {code} has ended** (or your teacher removed your place in it). " + STUDENT_AFTER
+        said = student_told(seat.seat.code if isinstance(seat, Following) else "", error) + STUDENT_AFTER
     # A student's box ready for another code, and the Lessons panel theirs again: no "your teacher
     # leads" (the page's script brings the sentence above into view, static/workshop.js).
     cleared = {} if isinstance(seat, Leading) else {"workshop_code": "", "lesson_text": own_lesson_text(st)}
@@ -425,6 +427,14 @@ def ended(st: ExplorerState) -> Updates:
         **panel(st), **cleared, "workshop_info": f"{said}\n\n{texts.WORKSHOP}",
         "answer_cover": answer_cover.lesson_cover(st),
     }  # fmt: skip
+
+
+def student_told(code: str, error: WorkshopError | None) -> str:
+    """What ended a student's part in the workshop, as the database told it (the page's script
+    keeps either sentence in sight, static/workshop.js)."""
+    if isinstance(error, SeatGone):
+        return f"**Your teacher removed your place in workshop {code}.** Ask them if you should join again. "
+    return f"**Workshop {code} has ended.** "
 
 
 def own_lesson_text(st: ExplorerState) -> str:
