@@ -10,11 +10,11 @@ import pytest
 
 from explorer import lessons
 from explorer.ui.answer_cover import UNTIL_CHECKED
-from tests.browser.conftest import running_app
+from tests.browser.conftest import running_app, wait_ready
 from tests.browser.helpers import ARTIFACTS, idle
 from tests.browser.test_lesson_questions_ui import wait_covered
 from tests.browser.test_lessons_ui import open_lesson, wait_step
-from tests.browser.test_workshop_phone import IN_VIEW, PROJECTOR, boxes, new_page
+from tests.browser.test_workshop_phone import IN_VIEW, PHONE, PROJECTOR, boxes, new_page
 from tests.browser.test_workshop_ui import join, wait_page, wait_text
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -162,3 +162,19 @@ def test_a_student_exploring_on_their_own_reads_which_lesson_the_teacher_leads(b
         for page in (teacher, student):
             if page is not None:
                 page.context.close()
+
+
+@pytest.mark.parametrize(("device", "shown"), [(PHONE, False), (PROJECTOR, True)], ids=["phone", "1280x720"])
+def test_the_keys_hint_is_for_a_keyboard(browser, app_url, device, shown):
+    """The header's "Keys: s Step, u Undo, ← → move the query" on a phone (touch, no keys): hidden
+    there, kept on a desktop."""
+    page = new_page(browser, app_url, device)
+    try:
+        wait_ready(page)
+        intro = page.inner_text("#intro")
+        assert "Press Step" in intro and "Join or run a workshop" in intro
+        assert ("Undo" in intro) is shown, intro
+        width = device["viewport"]["width"]
+        page.screenshot(path=str(ARTIFACTS / f"workshop-projector-intro-{width}.png"))
+    finally:
+        page.context.close()
