@@ -17,6 +17,7 @@ import explorer
 from explorer.tokens import visible
 from explorer.workshop import Limits, Question, WorkshopError, Workshops, connect, database, room_code
 from explorer.workshop.questions import next_token_question
+from explorer.workshop.rules import SeatGone
 from tests import postgres
 
 LESSON_Q = Question("lesson", "Lesson 3, step 1", "Will the token change?", ["the same token", "another token"],
@@ -600,7 +601,7 @@ def test_a_teacher_locks_the_workshop_and_removes_a_seat(ws):
     ws.answer(intruder, round_id, "another token")
     asked = ws.pulse(started.code).asked
     ws.remove(started.code, started.secret, 2)  # numbered as in the roll and the CSV
-    with pytest.raises(WorkshopError, match="Your teacher removed this seat"):
+    with pytest.raises(SeatGone, match="Your teacher removed this seat"):  # (not "the workshop ended")
         ws.seat(started.code, intruder.token)
     assert ws.pulse(started.code).asked == asked + 1  # every student page asks again: the removed one is told
     assert ws.seats(started.code, started.secret) == [(1, "Ada")] and ws.pulse(started.code).students == 1
@@ -829,3 +830,30 @@ def test_a_follower_in_the_teachers_process_shares_the_teachers_session_without_
     )
     workshop_events.leave(teacher)  # the teacher ends the workshop: its kept session goes
     assert workshop_events.workshop_shared.fork_for(started.code, snap) is None
+
+
+def test_a_student_is_told_which_ended_their_part_the_workshop_or_their_seat(ws, monkeypatch):
+    """Fresh eyes: "Workshop X has ended (or your teacher removed your place in it)" hedged what
+    the database knows: a seat removed from a workshop that runs on, or the workshop gone."""
+    from explorer.present.views import ExplorerState
+    from explorer.present.workshop_seats import Following
+    from explorer.ui import workshop_events
+
+    monkeypatch.setattr(workshop_events, "store", lambda: ws)
+    started = ws.start(1)
+    ada, bo = ws.join(started.code, "Ada", "10.0.0.1"), ws.join(started.code, "Bo", "10.0.0.2")
+    ws.remove(started.code, started.secret, 1)
+    told = {}
+    for name, seat in (("Ada", ada), ("Bo", bo)):
+        st = ExplorerState("smollm2-135m-instruct")
+        st.workshop = Following(seat)
+        told[name] = st
+    removed = workshop_events.on_sync(told["Ada"])["workshop_info"]
+    said = removed.split("\n\n")[0]
+    assert said.startswith(f"**Your teacher removed your place in workshop {started.code}.**")
+    assert "has ended" not in said
+    ws.end(started.code, started.secret)
+    gone = workshop_events.on_sync(told["Bo"])["workshop_info"]
+    said = gone.split("\n\n")[0]  # (then the panel's introduction, as on a fresh page)
+    assert said.startswith(f"**Workshop {started.code} has ended.**") and "removed" not in said
+    assert told["Ada"].workshop is None and told["Bo"].workshop is None

@@ -13,9 +13,10 @@ def counted(n: int) -> str:
 
 LOADING = "**Loading the model…** Step and Generate come on when it is ready."
 
+# The keys' hint is hidden on a touch screen (page.css): a phone has no s key to press.
 INTRO = """## Decoder Explorer
-Press **Step** and watch a real transformer choose the next token. Keys: **s** Step,
-**u** Undo, **←** **→** move the query. [Join or run a workshop](#workshop)"""
+Press **Step** and watch a real transformer choose the next token. <span class="keys-hint">Keys: **s** Step,
+**u** Undo, **←** **→** move the query.</span> [Join or run a workshop](#workshop)"""
 
 # The count comes from the lessons' list, so that a new lesson cannot leave it behind.
 LESSONS = f"""{counted(len(LESSON_LIST))} short lessons on the live model, from tokens to how a head finds

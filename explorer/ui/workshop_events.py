@@ -49,6 +49,7 @@ from explorer.viz.workshop import tally_figure
 from explorer.workshop import Limits, WorkshopError, Workshops, connect, room_code
 from explorer.workshop.database import describe
 from explorer.workshop.questions import asked_at, lesson_question, lesson_title, next_token_question
+from explorer.workshop.rules import SeatGone
 from explorer.workshop.service import purge_every
 
 # Everything the panel shows; each event returns the part it changed.
@@ -56,7 +57,7 @@ WORKSHOP_VIEWS = (
     "workshop_panel", "workshop_info", "workshop_enter", "workshop_teacher", "workshop_student", "workshop_live",
     "workshop_seat", "workshop_chart", "workshop_tally", "workshop_follow", "workshop_code", "workshop_focus",
     "workshop_room", "lesson_answer", "lesson_check", "lesson_next", "answer_cover", "workshop_lock", "workshop_seats",
-    "workshop_remove_pick", "workshop_mine_pick", "workshop_mine_row",
+    "workshop_remove_pick", "workshop_mine_pick", "workshop_mine_row", "workshop_start_note",
 )  # fmt: skip
 LINKS = ("workshop_student_link", "workshop_teacher_link")
 
@@ -151,6 +152,22 @@ def start_button(lesson: object) -> Updates:
 @tab_event
 def on_start(request: gr.Request, st, mine) -> Updates:
     st = require(st)
+    try:
+        return start(request, st, mine)
+    except WorkshopError as error:
+        # Said in the panel too, beside Start, until the next try: the toast alone sat top-right,
+        # far from the button, and faded (a teacher refused by the per-network limit missed it).
+        gr.Warning(str(error))
+        return {"workshop_start_note": start_refused(error)}
+
+
+def start_refused(error: WorkshopError) -> str:
+    """The panel's note for a refused Start: what happened, why and what to do (the refusal's own
+    sentence says both). It names no workshop: another teacher's, at the same address, is theirs."""
+    return f"**No workshop was started.** {as_sentence(error)} Then press Start again."
+
+
+def start(request: gr.Request, st: ExplorerState, mine) -> Updates:
     if st.lesson is None:
         raise WorkshopError("Choose a lesson first (the Lessons list): the workshop runs it with the class.")
     started = store().start(st.lesson.number, owner=client_address(request))
@@ -360,8 +377,8 @@ def on_sync(st) -> Updates:
         if isinstance(seat, Following):
             store().seat(seat.seat.code, seat.seat.token)  # the page's poll may have said it is gone
             return student_views(st)
-    except WorkshopError:  # ended, expired, or (a student's) seat removed
-        return ended(st)
+    except WorkshopError as error:  # ended, expired, or (a student's) seat removed
+        return ended(st, error)
     return gr.skip()
 
 
@@ -372,8 +389,8 @@ def on_follow_sync(request: gr.Request, st) -> Updates:
         return gr.skip()
     try:
         return sync(request, st) | student_views(st)
-    except WorkshopError:
-        return ended(st)
+    except WorkshopError as error:
+        return ended(st, error)
 
 
 @tab_event
@@ -393,15 +410,16 @@ STUDENT_AFTER = (
 )
 
 
-def ended(st: ExplorerState) -> Updates:
+def ended(st: ExplorerState, error: WorkshopError | None = None) -> Updates:
     """The tab's workshop is over for it: the panel says so and what they can do; the tab stops
-    following (its own session, everything on the page, stays as it is)."""
+    following (its own session, everything on the page, stays as it is). ``error`` is why the
+    seat was refused: a student's seat gone from a workshop that runs on (``SeatGone``) is told
+    that, any other that the workshop ended."""
     seat, st.workshop = st.workshop, None
     if isinstance(seat, Leading):
         said = f"**Workshop {seat.code} has ended** (it was ended from another page, or it expired). " + TEACHER_AFTER
     else:
-        code = seat.seat.code if isinstance(seat, Following) else ""
-        said = f"**Workshop {code} has ended** (or your teacher removed your place in it). " + STUDENT_AFTER
+        said = student_told(seat.seat.code if isinstance(seat, Following) else "", error) + STUDENT_AFTER
     # A student's box ready for another code, and the Lessons panel theirs again: no "your teacher
     # leads" (the page's script brings the sentence above into view, static/workshop.js).
     cleared = {} if isinstance(seat, Leading) else {"workshop_code": "", "lesson_text": own_lesson_text(st)}
@@ -409,6 +427,14 @@ def ended(st: ExplorerState) -> Updates:
         **panel(st), **cleared, "workshop_info": f"{said}\n\n{texts.WORKSHOP}",
         "answer_cover": answer_cover.lesson_cover(st),
     }  # fmt: skip
+
+
+def student_told(code: str, error: WorkshopError | None) -> str:
+    """What ended a student's part in the workshop, as the database told it (the page's script
+    keeps either sentence in sight, static/workshop.js)."""
+    if isinstance(error, SeatGone):
+        return f"**Your teacher removed your place in workshop {code}.** Ask them if you should join again. "
+    return f"**Workshop {code} has ended.** "
 
 
 def own_lesson_text(st: ExplorerState) -> str:
@@ -476,11 +502,13 @@ def led_lesson_text(at: object) -> str:
     if not (isinstance(at, list) and len(at) == 2 and all(type(n) is int for n in at)):
         return texts.LESSONS
     try:
-        heading, step = lesson_events.step_heading(*at), lessons.step_of(*at)
+        heading, step, lesson = lesson_events.step_heading(*at), lessons.step_of(*at), lessons.lesson(at[0])
     except InputError:
         return texts.LESSONS
+    # The lesson's name is said here: a student's page hides the Lessons list (not theirs to use
+    # while the teacher leads; workshop.css), which showed nothing once they explored on their own.
     return (
-        f"{heading} (your teacher leads)\n\n{step.text}\n\n"
+        f"{heading} (your teacher leads *{lesson.title}*)\n\n{step.text}\n\n"
         "Your teacher asks this step's question in the Workshop panel: answer it there."
     )
 
@@ -691,6 +719,7 @@ def panel(st: ExplorerState | None) -> Updates:
     if seat is None:
         return {**out, "workshop_info": texts.WORKSHOP}
     out["workshop_panel"] = gr.Accordion(open=True)
+    out["workshop_start_note"] = ""  # in a workshop: a refused Start is over
     if isinstance(seat, Leading):
         locked, seats = store().settings(seat.code, seat.secret)
         controls = {"workshop_lock": locked, "workshop_seats": seats, "workshop_room": room_code_html(seat.code)}

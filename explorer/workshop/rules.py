@@ -22,6 +22,11 @@ class WorkshopError(InputError):
     """A workshop action refused; the message says why and what to do."""
 
 
+class SeatGone(WorkshopError):
+    """The workshop runs, but this student's seat is not in it (the teacher removed it): a page
+    that had the seat says that, not that the workshop ended."""
+
+
 @dataclass(frozen=True)
 class Limits:
     """The bounds on what a workshop holds. A class behind one school router shares one address:

@@ -33,7 +33,7 @@ import sqlalchemy as sa
 
 from explorer.workshop import rules
 from explorer.workshop.database import answer_log, answers, downloads, join_attempts, rounds, students, workshops
-from explorer.workshop.rules import CODE_LENGTH, CODE_LETTERS, Limits, WorkshopError
+from explorer.workshop.rules import CODE_LENGTH, CODE_LETTERS, Limits, SeatGone, WorkshopError
 
 GONE = "There is no workshop {code} (it ended, or the code is mistyped): ask your teacher for the code."
 log = logging.getLogger(__name__)
@@ -160,8 +160,9 @@ class Workshops:
                 )
             mine = db.scalar(sa.select(sa.func.count()).select_from(workshops).where(workshops.c.owner == owner))
             if mine >= self.limits.workshops_per_client:
+                runs = f"{mine} workshop{'' if mine == 1 else 's'}"
                 raise WorkshopError(
-                    f"Your network already runs {mine} workshops, the most one may: end one first (its teacher "
+                    f"Your network already runs {runs}, the most one may: end one first (its teacher "
                     "link opens it, then End the workshop), or ask the server's operator."
                 )
             for _ in range(20):  # 32^6 codes: a clash is rare, and then another code is drawn
@@ -473,11 +474,9 @@ class Workshops:
                 )
             ).one_or_none()
         if found is None:
-            raise WorkshopError(f"This browser is not in workshop {code}: join it again with the room code.")
+            raise SeatGone(f"This browser is not in workshop {code}: join it again with the room code.")
         if found.removed is not None:
-            raise WorkshopError(
-                f"Your teacher removed this seat from workshop {code}: ask them if you should join again."
-            )
+            raise SeatGone(f"Your teacher removed this seat from workshop {code}: ask them if you should join again.")
         return Seat(code, token, found.id, found.name)
 
     def answer(self, seat: Seat, round_id: int, answer: object) -> str:

@@ -100,9 +100,13 @@ def remove_seat(ws: Workshops, token: str) -> None:
         db.execute(sa.delete(database.students).where(database.students.c.token_hash == digest(token)))
 
 
-def told_it_ended(page, code: str) -> None:
-    wait_text(page, "#workshop-info", f"Workshop {code} has ended")
+def told_it_ended(page, code: str, removed: bool = False) -> None:
+    """The page says what ended its part: the workshop, or (``removed``) its seat in a workshop
+    that runs on, in words that do not hedge between the two."""
+    told = f"Your teacher removed your place in workshop {code}." if removed else f"Workshop {code} has ended."
+    wait_text(page, "#workshop-info", told)
     said = page.inner_text("#workshop-info")
+    assert "(or your teacher removed" not in said and ("has ended" in said) != removed
     assert "keep exploring on your own" in said and "join another workshop" in said
     send = page.locator("#workshop-send")
     assert not send.is_visible() or send.is_disabled()  # nothing more can be sent
@@ -133,7 +137,7 @@ def test_students_are_told_that_the_workshop_ended_and_keep_their_work(browser, 
     ada.locator("#workshop-choice label").first.click()  # picked, not sent: the page still shows it
 
     remove_seat(ws, live_seat(bo)["token"])  # Bo's seat removed while the workshop goes on
-    told_it_ended(bo, code)
+    told_it_ended(bo, code, removed=True)
     assert ada.locator("#workshop-send").is_enabled()  # Ada's seat is there: nothing changed for her
 
     ada_tokens = tokens(ada)

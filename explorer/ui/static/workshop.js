@@ -196,7 +196,7 @@ page => {
     };
     whenPageChanges(() => {
       const info = document.querySelector('#workshop-info');
-      const ended = !!info && /has ended/.test(info.textContent);
+      const ended = !!info && /has ended|removed your place/.test(info.textContent);
       if (ended && !endedSaid) keepInView(info.querySelector('p') || info, Date.now() + 2000);
       endedSaid = ended;
       const question = document.querySelector('#workshop-question');

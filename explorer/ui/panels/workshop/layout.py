@@ -47,6 +47,9 @@ def workshop_panel() -> dict:
                 made["workshop_start"] = gr.Button(
                     START_WITHOUT_LESSON, size="sm", elem_id="workshop-start", interactive=False
                 )
+            # Start refused (the server's or this network's limit): said here, beside the button, until
+            # the next try; the toast alone faded, far from the button (workshop_events.on_start).
+            made["workshop_start_note"] = gr.Markdown("", elem_id="workshop-start-note")
             # The workshops this browser started that still run: open one to lead it, or to end it.
             with gr.Row(equal_height=False, visible=False, elem_id="workshop-mine") as made["workshop_mine_row"]:
                 made["workshop_mine_pick"] = gr.Dropdown(

@@ -22,7 +22,12 @@ VIEW_KEPT = "() => { document.dispatchEvent(new Event('decoder-explorer-view-kep
 # End's question scrolled into sight once drawn (it opened below a 720-pixel projector's edge).
 SHOW_END_CONFIRM = """() => { let tries = 20; const look = () => {
     const asked = document.querySelector('#workshop-end-confirm');
-    if (asked && asked.offsetParent) asked.scrollIntoView({block: 'nearest', behavior: 'instant'});
+    if (asked && asked.offsetParent) asked.scrollIntoView({block: 'center', behavior: 'instant'});
+    else if (tries-- > 0) setTimeout(look, 50); }; look(); }"""
+# A refused Start's note scrolled into sight once drawn (under the button, at a 720-pixel screen's edge).
+SHOW_START_NOTE = """() => { let tries = 20; const look = () => {
+    const note = document.querySelector('#workshop-start-note');
+    if (note && note.querySelector('p')) note.scrollIntoView({block: 'center', behavior: 'instant'});
     else if (tries-- > 0) setTimeout(look, 50); }; look(); }"""
 # Opens the answers' download link the event just made (then empties it: a ticket is used once).
 OPEN_DOWNLOAD = """(link) => { if (link) { const a = document.createElement('a');
@@ -73,7 +78,7 @@ def wire_panel(page: Page, shown: set) -> None:
     page.lesson.change(on(page, workshop_events.start_button), [page.lesson], [page.workshop_start], queue=False)
     page.workshop_start.click(
         on(page, workshop_events.on_start), [state, page.workshop_mine], [*panel, *p(*LINKS), page.workshop_mine]
-    ).then(None, p(*LINKS), p(*LINKS), js=WHOLE_LINKS)
+    ).then(None, p(*LINKS), p(*LINKS), js=WHOLE_LINKS).then(None, js=SHOW_START_NOTE)
     page.workshop_mine_open.click(
         on(page, workshop_events.on_open_mine), [state, page.workshop_mine, page.workshop_mine_pick],
         {*shown, *p(*LINKS)},
