@@ -127,3 +127,15 @@ def test_every_kind_of_token_in_the_strip_has_a_colour_apart(translator):
     for a, b in itertools.combinations(colours, 2):
         gap = sum(abs(x - y) for x, y in zip(rgb(colours[a]), rgb(colours[b]), strict=True))
         assert gap >= 60, (a, b, gap)
+
+
+def test_the_candidates_title_says_whose_distribution_it_is(checkpoints):
+    """Before a step the table lists what may come next; after one, what the last token was chosen
+    from (a stranger read "Next-token candidates" with a ✓ on the token already in the strip)."""
+    session = explorer.GenerationSession(explorer.load_model(str(checkpoints["llama"])), "one two")
+    assert views.candidates_label(session) == views.NEXT_CANDIDATES
+    session.step()
+    assert views.candidates_label(session) == views.LAST_CANDIDATES
+    assert "last token was chosen from" in views.LAST_CANDIDATES
+    session.undo()
+    assert views.candidates_label(session) == views.NEXT_CANDIDATES

@@ -197,6 +197,16 @@ def candidates(session: GenerationSession) -> tuple[list[TopToken], int | None, 
     return session.top_candidates(), None, False
 
 
+NEXT_CANDIDATES = "Next-token candidates"  # before the first step: what may come next
+LAST_CANDIDATES = "Candidates the last token was chosen from (✓)"  # after one: click another to take it instead
+
+
+def candidates_label(session: GenerationSession) -> str:
+    """The table's title, as it is: after a step it lists the distribution the last token came from
+    (a stranger read "Next-token candidates" as the next one's and the ✓ as a prediction)."""
+    return LAST_CANDIDATES if session.steps else NEXT_CANDIDATES
+
+
 def candidate_rows(session: GenerationSession) -> list[list[str]]:
     top, chosen, _ = candidates(session)
     rows = []

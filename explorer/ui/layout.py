@@ -202,7 +202,7 @@ def session_panel() -> dict:
     }  # fmt: skip
     made["candidates"] = gr.Dataframe(
         headers=["", "candidate", "probability", ""], datatype="str", interactive=False, elem_id="candidates",
-        label="Next-token candidates", max_height=228,  # it scrolls: the heatmap beside it stays in sight
+        label=views.NEXT_CANDIDATES, max_height=228,  # it scrolls: the heatmap beside it stays in sight
         column_widths=["9%", "29%", "32%", "30%"],  # room for the longest bar (20 blocks)
     )  # fmt: skip
     gr.Markdown(texts.CANDIDATES, elem_classes="explain", elem_id="candidates-explain")

@@ -71,7 +71,8 @@ def render(st: ExplorerState, *, full: bool = False, with_figures: bool = True) 
     }
     if with_figures:
         stepped = stepped_names()
-        out |= {"candidates": views.candidate_rows(st.session)}
+        rows, label = views.candidate_rows(st.session), views.candidates_label(st.session)
+        out |= {"candidates": gr.update(value=rows, label=label)}  # an update, no component built a Step
         out |= {name: view for name, view in tab_figures(st).items() if name in stepped}
     if full:
         out |= session_views(st)
