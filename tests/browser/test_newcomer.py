@@ -122,6 +122,17 @@ def test_a_model_switch_and_back_keeps_the_session(page):
     assert page.locator("#prompt textarea").input_value() == DECODER_EXAMPLES[0]
 
 
+def test_the_link_comes_first_in_save_and_share_and_empty_file_boxes_are_hidden(page):
+    """A stranger looked for the link below three large empty file areas."""
+    page.click("#share")
+    page.wait_for_selector("#make-link", state="visible")
+    assert page.locator("#make-link").bounding_box()["y"] < page.locator("#save-session").bounding_box()["y"]
+    assert not page.locator("#saved-file").is_visible() and not page.locator("#exported-file").is_visible()
+    page.click("#save-session")
+    page.wait_for_selector("#saved-file .file-preview", state="visible")  # made: shown
+    assert not page.locator("#exported-file").is_visible()
+
+
 def test_the_buttons_wait_for_the_first_model(browser, app_url):
     """Bug 4: while the page's model loads, Step says so and cannot be clicked; then it steps."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})

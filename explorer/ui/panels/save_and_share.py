@@ -24,15 +24,17 @@ LINK_SCRIPT = static("link.js")  # a link's query string made whole with the pag
 def layout(page: Page, place: str) -> None:
     with gr.Accordion("Save and share", open=False, elem_id="share"):
         gr.Markdown(texts.SAVE_AND_SHARE, elem_classes="explain")
+        # The link first (the quickest way to share; below three file boxes a stranger looked for
+        # it), and the files a button makes shown only once made (share.css).
         page.add(
+            link_button=gr.Button("Make a link to this step", elem_id="make-link"),
+            link_box=gr.Textbox(label="Link", interactive=False, buttons=["copy"], elem_id="share-link"),
             image_format=gr.Radio(["png", "svg"], value="png", label="Figures download as", elem_id="image-format"),
             save_button=gr.Button("Save session", elem_id="save-session"),
             saved_file=gr.File(label="Saved session", interactive=False, elem_id="saved-file"),
             open_file=gr.File(
                 label="Open a saved session", file_types=[".npz"], type="filepath", elem_id="open-session"
             ),
-            link_button=gr.Button("Make a link to this step", elem_id="make-link"),
-            link_box=gr.Textbox(label="Link", interactive=False, buttons=["copy"], elem_id="share-link"),
             export_html_button=gr.Button("Export as a web page", elem_id="export-html"),
             export_json_button=gr.Button("Export as JSON", elem_id="export-json"),
             exported_file=gr.File(label="Exported session", interactive=False, elem_id="exported-file"),
@@ -78,4 +80,4 @@ def on_make_link(st) -> Updates:
     return {"link_box": snapshot.query_string(current_snapshot(require(st)))}
 
 
-SAVE_AND_SHARE = Feature("save and share", layout=layout, wire=wire, places=("settings",))
+SAVE_AND_SHARE = Feature("save and share", layout=layout, wire=wire, places=("settings",), styles=("share.css",))
