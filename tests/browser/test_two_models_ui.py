@@ -214,7 +214,7 @@ def test_read_with_both_is_primary_once_a_second_model_is_chosen(page):
     assert bars <= 1, bars
     # ...and that bar in sight: it was below the screen's edge, and nothing moved for seconds.
     box, height = page.locator("#two-models-info").bounding_box(), page.viewport_size["height"]
-    assert 0 <= box["y"] and box["y"] + min(box["height"], 40) <= height, (box, height)
+    assert box["y"] >= 0 and box["y"] + min(box["height"], 40) <= height, (box, height)
     held[0].continue_()
     page.unroute("**/queue/join**")
     page.wait_for_function("n => document.querySelector('#two-models-info').innerText.includes(n)", arg=SECOND,
