@@ -48,6 +48,10 @@ def end_workshop(teacher) -> None:
 def test_a_running_workshop_keeps_the_strip_and_the_candidates_on_the_projectors_first_screen(browser, app_url):
     teacher, _, code = start_workshop(browser, app_url)
     try:
+        # Just started: the room code in sight (the page stayed where Start had been, on the
+        # student link, with the code and the question's buttons above the screen's edge).
+        teacher.wait_for_function(IN_VIEW, arg="#workshop-room .room-code")
+        assert teacher.evaluate(IN_VIEW, "#workshop-ask")
         strip, candidates, room, ask, link, lesson = boxes(
             teacher, "#token-strip", "#candidates", "#workshop-room .room-code", "#workshop-ask",
             "#workshop-student-link", "#lesson-text",

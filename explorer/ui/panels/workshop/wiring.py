@@ -24,10 +24,14 @@ SHOW_END_CONFIRM = """() => { let tries = 20; const look = () => {
     const asked = document.querySelector('#workshop-end-confirm');
     if (asked && asked.offsetParent) asked.scrollIntoView({block: 'center', behavior: 'instant'});
     else if (tries-- > 0) setTimeout(look, 50); }; look(); }"""
-# A refused Start's note scrolled into sight once drawn (under the button, at a 720-pixel screen's edge).
-SHOW_START_NOTE = """() => { let tries = 20; const look = () => {
+# After Start: a refusal's note scrolled into sight once drawn (under the button, at a 720-pixel
+# screen's edge); a workshop started, its room code at the top of the screen (the page stayed where
+# the Start button had been, on the student link, the code and the question's buttons above it).
+SHOW_START_NOTE = """() => { let tries = 40; const look = () => {
     const note = document.querySelector('#workshop-start-note');
-    if (note && note.querySelector('p')) note.scrollIntoView({block: 'center', behavior: 'instant'});
+    const room = document.querySelector('#workshop-room');
+    if (note && note.querySelector('p') && note.textContent.trim()) note.scrollIntoView({block: 'center', behavior: 'instant'});
+    else if (room && room.offsetParent && room.textContent.trim()) room.scrollIntoView({block: 'start', behavior: 'instant'});
     else if (tries-- > 0) setTimeout(look, 50); }; look(); }"""
 # Opens the answers' download link the event just made (then empties it: a ticket is used once).
 OPEN_DOWNLOAD = """(link) => { if (link) { const a = document.createElement('a');
