@@ -30,8 +30,9 @@ SHOW_END_CONFIRM = """() => { let tries = 20; const look = () => {
 SHOW_START_NOTE = """() => { let tries = 40; const look = () => {
     const note = document.querySelector('#workshop-start-note');
     const room = document.querySelector('#workshop-room');
-    if (note && note.querySelector('p') && note.textContent.trim()) note.scrollIntoView({block: 'center', behavior: 'instant'});
-    else if (room && room.offsetParent && room.textContent.trim()) room.scrollIntoView({block: 'start', behavior: 'instant'});
+    const now = {behavior: 'instant'};
+    if (note && note.querySelector('p') && note.textContent.trim()) note.scrollIntoView({block: 'center', ...now});
+    else if (room && room.offsetParent && room.textContent.trim()) room.scrollIntoView({block: 'start', ...now});
     else if (tries-- > 0) setTimeout(look, 50); }; look(); }"""
 # Opens the answers' download link the event just made (then empties it: a ticket is used once).
 OPEN_DOWNLOAD = """(link) => { if (link) { const a = document.createElement('a');
