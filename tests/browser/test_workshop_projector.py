@@ -65,6 +65,11 @@ def test_a_running_workshop_keeps_the_strip_and_the_candidates_on_the_projectors
         assert teacher.locator("#workshop-room .room-code").inner_text().strip() == code
         size = teacher.eval_on_selector("#workshop-room .room-code", "el => parseFloat(getComputedStyle(el).fontSize)")
         assert size >= 48
+        # Next step sets up the class's next view: the projector goes back to it (it stayed on the
+        # lesson's text, below the panel, the tokens and the candidates off screen).
+        teacher.click("#lesson-next")
+        wait_step(teacher, LESSON, 1)
+        teacher.wait_for_function(IN_VIEW, arg="#token-strip")
     finally:
         end_workshop(teacher)
     # Ended: the page's own order again (the Lessons panel above the tokens).

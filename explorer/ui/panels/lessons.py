@@ -23,6 +23,12 @@ SHOW_FEEDBACK = static("show_feedback.js")  # after Check: the lesson's feedback
 # While a question asks which token comes next, the views that would name it are covered (its
 # client code; what it covers and when, explorer.ui.answer_cover).
 COVER_SCRIPT = static("answer_cover.js").replace("__COVERED__", json.dumps(answer_cover.COVERED))
+# A teacher leading a workshop: the next step's view is what the class looks at, so the projector
+# goes back to the top (the token strip and the candidates). The Lessons panel follows them while
+# a teacher leads (workshop.css): Next step left the page on the lesson's text, the class's view
+# off screen (fresh eyes). A page without a workshop stays where it is.
+SHOW_CLASS_VIEW = """() => { if (document.querySelector('#workshop-teacher'))
+    window.scrollTo({top: 0, behavior: 'instant'}); }"""
 
 
 def layout(page: Page, place: str) -> None:
@@ -63,7 +69,9 @@ def wire(wiring: Wiring) -> None:
     shown = {*wiring.restored, *p(*LESSON_VIEWS)}
     wiring.demo.load(on(page, lesson_events.on_progress), [done], [page.lesson], queue=False)
     page.lesson.input(on(page, lesson_events.on_lesson), [page.lesson, page.state, done], shown)
-    page.lesson_next.click(on(page, lesson_events.on_lesson_next), [page.state, done], shown)
+    page.lesson_next.click(on(page, lesson_events.on_lesson_next), [page.state, done], shown).then(
+        None, js=SHOW_CLASS_VIEW
+    )
     page.lesson_back.click(on(page, lesson_events.on_lesson_back), [page.state], shown)
     # Check may first put the step's own view back (the question is about it): every view.
     checked = {*shown, *p("lessons_done")}
