@@ -23,8 +23,9 @@ LESSONS = f"""{counted(len(LESSON_LIST))} short lessons on the live model, from 
 what to copy. Each step sets up the model, the text and the view, says what to look at, and asks one
 question that the explorer checks against the model."""
 
-CANDIDATES = """The distribution the last token was chosen from (✓), most probable first.
-Click another row to take that token instead: a branch. **Undo** goes back."""
+CANDIDATES = """Before a step, what may come next: click one to make it the next token. After a step, the
+distribution the last token was chosen from (✓), most probable first: click another row to take
+that token instead (a branch). **Undo** goes back."""
 
 SAVE_AND_SHARE = """Figures download from the camera button that appears when you hover over them.
 A saved session (.npz) holds the input, settings, tokens and attention; open it to

@@ -9,8 +9,9 @@ from explorer.tokens import visible
 MAX_TICK_CHARS = 12
 # The token strip's colours by where a token came from (GenerationSession.token_kinds), and the query's.
 # "forced" (a token the user chose) was #dadaeb, so near the prompt's pale blue that fresh eyes took one
-# for the other: a stronger purple now (tests/test_views.py checks every pair of a legend apart).
-TOKEN_COLORS = {"prompt": "#dbe9f6", "start": "#eeeeee", "generated": "#c7e9c0", "forced": "#bcbddc",
+# for the other (twice: the strip draws its colours at half strength, so #bcbddc was still faint): a
+# purple of its own now (tests/test_views.py checks every pair of a legend apart).
+TOKEN_COLORS = {"prompt": "#dbe9f6", "start": "#eeeeee", "generated": "#c7e9c0", "forced": "#9e9ac8",
                 "query": "#fdae6b"}  # fmt: skip
 
 

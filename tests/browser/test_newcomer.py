@@ -122,12 +122,19 @@ def test_a_model_switch_and_back_keeps_the_session(page):
     assert page.locator("#prompt textarea").input_value() == DECODER_EXAMPLES[0]
 
 
+IN_VIEW = """s => { const el = document.querySelector(s); if (!el) return false;
+    const r = el.getBoundingClientRect(); return r.height > 0 && r.top >= 0 && r.bottom <= innerHeight; }"""
+
+
 def test_the_link_comes_first_in_save_and_share_and_empty_file_boxes_are_hidden(page):
     """A stranger looked for the link below three large empty file areas."""
     page.click("#share")
     page.wait_for_selector("#make-link", state="visible")
     assert page.locator("#make-link").bounding_box()["y"] < page.locator("#save-session").bounding_box()["y"]
     assert not page.locator("#saved-file").is_visible() and not page.locator("#exported-file").is_visible()
+    page.click("#make-link")  # its box comes into sight with the link (it opened below a 720-pixel edge)
+    page.wait_for_function("() => document.querySelector('#share-link textarea')?.value.includes('?model=')")
+    page.wait_for_function(IN_VIEW, arg="#share-link textarea")
     page.click("#save-session")
     page.wait_for_selector("#saved-file .file-preview", state="visible")  # made: shown
     assert not page.locator("#exported-file").is_visible()
