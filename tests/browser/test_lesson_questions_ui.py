@@ -198,6 +198,10 @@ def test_a_class_is_asked_about_the_view_it_sees_and_predicts_before_seeing(brow
         held = "id => document.getElementById(id)?.disabled"
         for button in ("step", "generate"):
             student.wait_for_function(held, arg=button)
+        for button, name in (("step", "Step"), ("generate", "Generate")):  # each says why, not only greyed
+            said = student.evaluate("id => getComputedStyle(document.getElementById(id), '::after').content", button)
+            assert f"{name}: after the reveal" in said, said
+        student.screenshot(path=str(ARTIFACTS / "student-step-held.png"))
         own = tokens(student)
         student.keyboard.press("s")
         assert covered(student) == UNTIL_REVEALED and tokens(student) == own
