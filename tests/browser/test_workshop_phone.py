@@ -92,15 +92,21 @@ def test_a_fresh_page_shows_where_to_join_a_workshop(browser, app_url, device):
         page.context.close()
 
 
-def start_workshop(browser, app_url: str):
-    """The teacher at 1280x720: lesson 3, a workshop started; (page, student link, code)."""
-    teacher = new_page(browser, app_url, PROJECTOR)
+def press_start(teacher, lesson: int) -> None:
+    """On a teacher's fresh page: the lesson's first step, then Start a workshop on it."""
     wait_page(teacher)
-    open_lesson(teacher, LESSON)
-    wait_step(teacher, LESSON, 0)
+    open_lesson(teacher, lesson)
+    wait_step(teacher, lesson, 0)
     if not teacher.locator("#workshop-info").is_visible():
         teacher.click("#workshop")
     teacher.click("#workshop-start")
+
+
+def start_workshop(browser, app_url: str, device: dict = PROJECTOR, lesson: int = LESSON):
+    """The teacher (at 1280x720 unless told): lesson 3 unless told, a workshop started; (page,
+    student link, code)."""
+    teacher = new_page(browser, app_url, device)
+    press_start(teacher, lesson)
     wait_text(teacher, "#workshop-info", "Workshop ")
     idle(teacher)
     link = teacher.locator("#workshop-student-link textarea, #workshop-student-link input").input_value()

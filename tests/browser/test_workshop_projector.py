@@ -14,7 +14,8 @@ from tests.browser.conftest import running_app, wait_ready
 from tests.browser.helpers import ARTIFACTS, idle
 from tests.browser.test_lesson_questions_ui import wait_covered
 from tests.browser.test_lessons_ui import open_lesson, wait_step
-from tests.browser.test_workshop_phone import IN_VIEW, PHONE, PROJECTOR, boxes, new_page
+from tests.browser.test_workshop_phone import IN_VIEW, PHONE, PROJECTOR, boxes, new_page, press_start
+from tests.browser.test_workshop_phone import start_workshop as phone_start_workshop
 from tests.browser.test_workshop_ui import join, wait_page, wait_text
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -24,17 +25,7 @@ LESSON = 1  # its first step is set up at once (no tokens generated)
 
 def start_workshop(browser, app_url: str, device: dict = PROJECTOR):
     """The teacher: lesson 1, a workshop started; (page, student link, code)."""
-    teacher = new_page(browser, app_url, device)
-    wait_page(teacher)
-    open_lesson(teacher, LESSON)
-    wait_step(teacher, LESSON, 0)
-    if not teacher.locator("#workshop-info").is_visible():
-        teacher.click("#workshop")
-    teacher.click("#workshop-start")
-    wait_text(teacher, "#workshop-info", "Workshop ")
-    idle(teacher)
-    link = teacher.locator("#workshop-student-link textarea, #workshop-student-link input").input_value()
-    return teacher, link, link.rsplit("=", 1)[1]
+    return phone_start_workshop(browser, app_url, device, LESSON)
 
 
 def end_workshop(teacher) -> None:
@@ -120,12 +111,7 @@ def test_a_start_refused_by_the_networks_limit_is_said_beside_the_button(browser
         first, _, code = start_workshop(browser, url)
         second = new_page(browser, url, PROJECTOR)
         try:
-            wait_page(second)
-            open_lesson(second, LESSON)
-            wait_step(second, LESSON, 0)
-            if not second.locator("#workshop-info").is_visible():
-                second.click("#workshop")
-            second.click("#workshop-start")
+            press_start(second, LESSON)
             note = second.locator("#workshop-start-note")
             note.wait_for(state="visible")
             said = note.inner_text()
