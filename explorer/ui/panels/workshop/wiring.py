@@ -27,7 +27,7 @@ SHOW_END_CONFIRM = """() => { let tries = 20; const look = () => {
 # After Start: a refusal's note scrolled into sight once drawn (under the button, at a 720-pixel
 # screen's edge); a workshop started, its room code at the top of the screen (the page stayed where
 # the Start button had been, on the student link, the code and the question's buttons above it).
-SHOW_START_NOTE = """() => { let tries = 40; const look = () => {
+SHOW_AFTER_START = """() => { let tries = 40; const look = () => {
     const note = document.querySelector('#workshop-start-note');
     const room = document.querySelector('#workshop-room');
     const now = {behavior: 'instant'};
@@ -83,7 +83,7 @@ def wire_panel(page: Page, shown: set) -> None:
     page.lesson.change(on(page, workshop_events.start_button), [page.lesson], [page.workshop_start], queue=False)
     page.workshop_start.click(
         on(page, workshop_events.on_start), [state, page.workshop_mine], [*panel, *p(*LINKS), page.workshop_mine]
-    ).then(None, p(*LINKS), p(*LINKS), js=WHOLE_LINKS).then(None, js=SHOW_START_NOTE)
+    ).then(None, p(*LINKS), p(*LINKS), js=WHOLE_LINKS).then(None, js=SHOW_AFTER_START)
     page.workshop_mine_open.click(
         on(page, workshop_events.on_open_mine), [state, page.workshop_mine, page.workshop_mine_pick],
         {*shown, *p(*LINKS)},
