@@ -38,6 +38,7 @@ log = logging.getLogger("decoder_explorer")
 
 EMPTY_UPDATE = {"__type__": "update"}  # gr.skip(): "leave this output as it is"
 REFUSAL_CHARS = 300  # a refusal's message at most, in the log and to its sender
+WORD_CHARS = 40  # a longer word in it (a value quoted whole) is cut to this
 
 
 @dataclass(frozen=True)
@@ -111,15 +112,11 @@ class ExplorerBlocks(gr.Blocks):
 
 
 def cut(message: str) -> str:
-    """``message`` at most ``REFUSAL_CHARS`` long: its start and its end (where Gradio names the
-    choices a value must be among), the middle left out and counted."""
-    message = " ".join(str(message).split())  # one line in the log
-    if len(message) <= REFUSAL_CHARS:
-        return message
-    left_out = f" […{len(message):,} characters in all…] "
-    head = (REFUSAL_CHARS - len(left_out)) * 2 // 3
-    tail = REFUSAL_CHARS - len(left_out) - head
-    return message[:head] + left_out + message[-tail:]
+    """``message`` on one line, each word longer than ``WORD_CHARS`` cut (a value refused, quoted
+    whole by Gradio), and the whole at most ``REFUSAL_CHARS`` long."""
+    words = [w if len(w) <= WORD_CHARS else f"{w[:WORD_CHARS]}…({len(w):,} characters)" for w in str(message).split()]
+    message = " ".join(words)
+    return message if len(message) <= REFUSAL_CHARS else message[: REFUSAL_CHARS - 1] + "…"
 
 
 def set_on_queue(demo: gr.Blocks, name: str, value) -> None:
