@@ -65,6 +65,8 @@ def test_the_options_reach_the_app(capsys, monkeypatch, tmp_path):
     with gr.Blocks():
         page = build_page("x" * 32)
     assert page.text.value == "twenty-one" and page.model.value == "en-de-numbers"
+    assert [name for _, name in page.model.choices] == ["gemma-3-270m", "en-de-numbers"]  # only those offered
+    assert [name for _, name in page.two_models_second.choices] == ["gemma-3-270m", "en-de-numbers"]
 
 
 def test_the_options_do_not_outlive_their_test():
