@@ -223,17 +223,18 @@ class Unloaded:
 def unload_model(name: str) -> Unloaded:
     """Let go of a model no live session uses; a model in use stays (its users' hold is theirs, not
     the caller's). A later ``get_model`` loads it again only once it has left memory."""
+    if not is_loaded(name):
+        return Unloaded(was_loaded=False, users=0, freed=False)
     gc.collect()  # sessions already gone (a closed tab's, in a reference cycle) are not users
     with _lock:
         loaded = _kept.get(name) or _alive.get(name)
-        if loaded is None:
-            return Unloaded(was_loaded=False, users=0, freed=False)
-        users = len(loaded.users)
-        if users:
-            return Unloaded(was_loaded=True, users=users, freed=False)
-        _kept.pop(name, None)
+        users = 0 if loaded is None else len(loaded.users)
+        if loaded is None or users:
+            return Unloaded(was_loaded=loaded is not None, users=users, freed=False)
+        _kept.pop(name, None)  # (already let go when only a caller without a session still reads it)
     del loaded
-    gc.collect()
+    if is_loaded(name):
+        gc.collect()  # a model in a reference cycle of its own
     return Unloaded(was_loaded=True, users=0, freed=not is_loaded(name))
 
 
