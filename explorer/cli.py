@@ -16,7 +16,14 @@ from pathlib import Path
 
 from explorer import native_memory
 from explorer.loading import cache_root, list_models
-from explorer.present.model_store import MODEL_DIRS_ENV, MODEL_ENV, default_model_name
+from explorer.present.model_store import (
+    MODEL_DIRS_ENV,
+    MODEL_ENV,
+    MODEL_MEMORY_ENV,
+    MODEL_MEMORY_MB,
+    MODELS_ENV,
+    default_model_name,
+)
 from explorer.ui.layout import TEXT_ENV
 
 
@@ -40,7 +47,23 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--share", action="store_true", help="also ask Gradio for a public share link (needs the network)")
     p.add_argument("--allow-dir", action="append", default=[], metavar="FOLDER",
                    help="a folder whose checkpoint folders a user may open by path (repeat for more)")  # fmt: skip
+    p.add_argument("--models", default=os.environ.get(MODELS_ENV), metavar="A,B,C",
+                   help="the models a visitor may load, comma-separated (default: all offered)")  # fmt: skip
+    p.add_argument("--model-memory-mb", type=positive_mb, default=os.environ.get(MODEL_MEMORY_ENV), metavar="N",
+                   help=f"the loaded models' memory budget; past it, the least recently used model that no session "
+                   f"uses is freed (default: {MODEL_MEMORY_MB:,})")  # fmt: skip
     return p
+
+
+def positive_mb(text: str) -> int:
+    """A budget in MB: a whole number from 1 up."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text[:20]!r} is not a whole number of MB from 1 up")
+    return value
 
 
 def apply(args: argparse.Namespace) -> None:
@@ -52,6 +75,10 @@ def apply(args: argparse.Namespace) -> None:
     if args.allow_dir:
         folders = [str(Path(folder).expanduser().resolve()) for folder in args.allow_dir]
         os.environ[MODEL_DIRS_ENV] = os.pathsep.join(folders)
+    if args.models:
+        os.environ[MODELS_ENV] = args.models
+    if args.model_memory_mb:
+        os.environ[MODEL_MEMORY_ENV] = str(args.model_memory_mb)
 
 
 def unknown_model(name: str) -> str | None:
@@ -60,6 +87,16 @@ def unknown_model(name: str) -> str | None:
     if name in names:
         return None
     return f"{name}: not one of {', '.join(names)} (a folder or a Hub id opens from the page)"
+
+
+def unknown_offered(models: str) -> str | None:
+    """What is wrong with a list of models to offer, or None when each is one of the registry's."""
+    names = [entry.name for entry in list_models()]
+    listed = [name.strip() for name in models.split(",") if name.strip()]
+    wrong = next((name for name in listed if name not in names), None)
+    if not listed or wrong is not None:
+        return f"{wrong or models!r}: name models of {', '.join(names)}, separated by commas"
+    return None
 
 
 def summary(args: argparse.Namespace) -> str:
@@ -71,6 +108,8 @@ def summary(args: argparse.Namespace) -> str:
     ]
     if args.allow_dir:
         lines.append(f"  checkpoint folders may be opened from: {os.environ[MODEL_DIRS_ENV]}")
+    if args.models:
+        lines.append(f"  models offered: {args.models}")
     return "\n".join(lines)
 
 
@@ -82,6 +121,10 @@ def main(argv: list[str] | None = None) -> None:
         command.error(f"--allow-dir {missing[0]}: no such folder")
     if args.model and (problem := unknown_model(args.model)):
         command.error(f"--model {problem}")
+    if args.models and (problem := unknown_offered(args.models)):
+        command.error(f"--models {problem}")
+    if args.model and args.models and args.model not in [name.strip() for name in args.models.split(",")]:
+        command.error(f"--model {args.model}: not among --models {args.models}")
     apply(args)
     native_memory.fewer_malloc_arenas()  # before the server starts its threads
     print(summary(args), flush=True)

@@ -18,7 +18,7 @@ from explorer.ui.layout import TEXT_ENV, build_page
 from tests.conftest import STARTING_ENVIRONMENT
 
 ROOT = Path(__file__).resolve().parents[1]
-OPTIONS = ("--model", "--text", "--host", "--port", "--share", "--allow-dir")
+OPTIONS = ("--model", "--text", "--host", "--port", "--share", "--allow-dir", "--models", "--model-memory-mb")
 
 
 @pytest.mark.parametrize("command", [["app.py"], ["-m", "explorer"]])
@@ -34,6 +34,9 @@ def test_help_lists_the_options_and_starts_nothing(command):
     [
         (["--model", "no-such-model"], "not one of smollm2-135m-instruct"),
         (["--allow-dir", "/no/such/dir"], "no such folder"),
+        (["--models", "en-de-numbers,nope"], "'nope': name models of smollm2-135m-instruct"),
+        (["--models", "en-de-numbers", "--model", "smollm2-135m-instruct"], "not among --models en-de-numbers"),
+        (["--model-memory-mb", "lots"], "'lots' is not a whole number of MB from 1 up"),
     ],
 )
 def test_bad_options_say_what_is_wrong_and_start_nothing(argv, says, capsys, monkeypatch):
@@ -44,12 +47,16 @@ def test_bad_options_say_what_is_wrong_and_start_nothing(argv, says, capsys, mon
 
 
 def test_the_options_reach_the_app(capsys, monkeypatch, tmp_path):
-    for name in (model_store.MODEL_ENV, model_store.MODEL_DIRS_ENV, TEXT_ENV):
+    for name in (model_store.MODEL_ENV, model_store.MODEL_DIRS_ENV, TEXT_ENV, model_store.MODELS_ENV,
+                 model_store.MODEL_MEMORY_ENV):  # fmt: skip
         monkeypatch.delenv(name, raising=False)  # conftest's environment_put_back restores them
     launched = {}
     monkeypatch.setattr("explorer.ui.app.launch", lambda **kwargs: launched.update(kwargs))
     cli.main(["--model", "en-de-numbers", "--text", "twenty-one", "--host", "0.0.0.0", "--port", "7999",
-              "--allow-dir", str(tmp_path)])  # fmt: skip
+              "--allow-dir", str(tmp_path), "--models", "en-de-numbers,gemma-3-270m",
+              "--model-memory-mb", "900"])  # fmt: skip
+    assert model_store.offered_names() == {"en-de-numbers", "gemma-3-270m"}
+    assert model_store.memory_budget_bytes() == 900 * 2**20
     assert launched == {"server_name": "0.0.0.0", "server_port": 7999, "share": False}
     assert model_store.default_model_name() == "en-de-numbers"
     assert model_store.allowed_model_dirs() == [tmp_path.resolve()]
@@ -58,6 +65,8 @@ def test_the_options_reach_the_app(capsys, monkeypatch, tmp_path):
     with gr.Blocks():
         page = build_page("x" * 32)
     assert page.text.value == "twenty-one" and page.model.value == "en-de-numbers"
+    assert [name for _, name in page.model.choices] == ["gemma-3-270m", "en-de-numbers"]  # only those offered
+    assert [name for _, name in page.two_models_second.choices] == ["gemma-3-270m", "en-de-numbers"]
 
 
 def test_the_options_do_not_outlive_their_test():

@@ -69,3 +69,12 @@ def test_the_payloads_built_from_private_parts_are_gradios_own():
     plot = gradio_private.plot_data('{"data": []}')
     assert plot.type == "plotly" and plot.plot == '{"data": []}'
     assert gradio_private.upload_folder()
+
+
+def test_a_refusals_message_is_one_short_line_with_a_long_value_cut():
+    """Issue 58: Gradio quotes a refused value whole (a 5 MB dropdown value went to the log and back)."""
+    message = "Value: " + "Z" * 5_000_000 + " is not in the list of choices: ['a', 'b']"
+    cut = gradio_private.cut(message)
+    assert cut == "Value: " + "Z" * 40 + "…(5,000,000 characters) is not in the list of choices: ['a', 'b']"
+    assert len(gradio_private.cut("Z " * 100_000)) == gradio_private.REFUSAL_CHARS
+    assert gradio_private.cut("two\nlines") == "two lines"

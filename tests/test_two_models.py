@@ -252,14 +252,14 @@ def test_the_tab_lists_each_kinds_strongest_heads_and_a_row_opens_its_head(compa
     assert [trace["y"] for trace in figure["data"][:2]] == [list(compared.agreement.p_a), list(compared.agreement.p_b)]
 
 
-def test_unloading_a_model_forgets_it_and_a_later_request_loads_it_again(tiny):
+def test_unloading_a_model_no_session_uses_frees_it_and_a_later_request_loads_it_again(tiny):
     from explorer.present import model_store
 
     name = str(tiny["folders"]["gpt2"])
-    first = model_store.get_model(name, progress=False)
-    assert model_store.is_loaded(name) and model_store.unload_model(name)
-    assert not model_store.is_loaded(name) and not model_store.unload_model(name)
-    assert model_store.get_model(name, progress=False) is not first
+    model_store.get_model(name, progress=False)
+    assert model_store.is_loaded(name) and model_store.unload_model(name).freed
+    assert not model_store.is_loaded(name) and not model_store.unload_model(name).was_loaded
+    assert model_store.get_model(name, progress=False).name == "gpt2" and model_store.is_loaded(name)
     model_store.unload_model(name)
 
 

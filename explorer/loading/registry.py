@@ -6,8 +6,9 @@ import hashlib
 import json
 import os
 import re
+import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -51,6 +52,13 @@ class LoadedModel:
     config: ModelConfig
     description: str = ""
     known_words: frozenset[str] | None = None  # a translator's training words (see analysis.domain)
+    # The live sessions that run on this model, weakly: a session registers itself when it is made
+    # and leaves when it is gone. The server's model store frees no model a live session uses.
+    users: weakref.WeakSet = field(default_factory=weakref.WeakSet, repr=False, compare=False)
+
+    def used_by(self, session: object) -> None:
+        """``session`` runs on this model for as long as it lives."""
+        self.users.add(session)
 
     @property
     def is_encoder_decoder(self) -> bool:

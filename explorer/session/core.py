@@ -71,6 +71,7 @@ class SessionCore(SessionPasses, SessionReading):
         cache_policy: CachePolicy | None = None,
     ) -> None:
         self.loaded = loaded
+        loaded.used_by(self)  # the model stays loaded while this session lives (explorer.present.model_store)
         self.model = loaded.model
         self.tokenizer = loaded.tokenizer
         self.config = loaded.config

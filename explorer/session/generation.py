@@ -103,6 +103,7 @@ class GenerationSession(SessionCore):
         if not self.can_fork:
             raise ValueError("a session under a cache policy is not forked: replay its tokens instead")
         other = copy.copy(self)  # settings, the model, the logits (never written in place)
+        self.loaded.used_by(other)
         other.token_ids, other._token_texts = list(self.token_ids), list(self._token_texts)
         other.steps, other.timings = list(self.steps), list(self.timings)
         other.cache = self.cache.fork() if self.cache is not None else None

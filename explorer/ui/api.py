@@ -21,7 +21,6 @@ import gradio as gr
 from explorer.analysis.export import candidates
 from explorer.analysis.snapshot import checked_snapshot, number_field, restore, shown
 from explorer.errors import InputError
-from explorer.loading import list_models
 from explorer.loading.registry import TRANSLATOR_MODEL
 from explorer.present import model_store
 from explorer.present.views import MEAN, checked_view
@@ -59,7 +58,7 @@ def session_for(model: str, text: str, tokens: list[int] | None, **settings) -> 
 
 # ---------------------------------------------------------------- the endpoints
 def models() -> list[dict]:
-    """The models this server offers, and whether each can be loaded now (and if not, why)."""
+    """The models this server offers (``--models``), and whether each can be loaded now (and if not, why)."""
     return [
         {
             "name": e.name,
@@ -68,7 +67,7 @@ def models() -> list[dict]:
             "reason": e.reason,
             "description": e.description,
         }
-        for e in list_models()
+        for e in model_store.offered_models()
     ]
 
 

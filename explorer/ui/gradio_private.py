@@ -6,7 +6,7 @@ naming the part and what here uses it. Each part is looked up where it is used, 
 fails its own use (and its test), not the import of the page.
 
 ``ExplorerBlocks`` is gr.Blocks with two changes: an output a callback leaves out costs nothing,
-and a refused input is one line in the log.
+and a refused input is one short line in the log.
 
 A Step lists every tab's figures among its outputs and returns only the open tab's (a Gradio
 event's outputs are fixed). Gradio answers each output left out with an empty update, and for
@@ -17,7 +17,10 @@ nothing, so ``ExplorerBlocks`` hands it to the page as it is, which is what Grad
 Gradio refuses a value its component does not accept (a layer past the slider's end, a head
 not among the choices, a malformed value) and prints the refusal's whole traceback. A refusal is
 not a bug: it reaches the caller as Gradio's message, and the log gets one line; a traceback in
-the log means a bug (the tests fail on any).
+the log means a bug (the tests fail on any). Gradio's message quotes the value refused, whole: a
+5 MB dropdown value made 5 MB of log and went back to its sender; the message is cut
+(``REFUSAL_CHARS``). A raw call with too few input values is refused the same way (Gradio raised
+a ValueError and printed its traceback, ~40 lines quoting every value received).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("decoder_explorer")
 
 EMPTY_UPDATE = {"__type__": "update"}  # gr.skip(): "leave this output as it is"
+REFUSAL_CHARS = 300  # a refusal's message at most, in the log and to its sender
+WORD_CHARS = 40  # a longer word in it (a value quoted whole) is cut to this
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,8 @@ QUEUE_SETTINGS = ("sleep_when_free", "ANAYLTICS_CACHE_FREQUENCY")  # (Gradio's s
 PARTS = (
     Part("gradio.blocks", "Blocks.preprocess_data", "ExplorerBlocks.preprocess_data (a refusal is one log line)",
          ("self", "block_fn", "inputs", "state", "explicit_call")),
+    Part("gradio.blocks", "Blocks.validate_inputs", "ExplorerBlocks.validate_inputs (too few inputs: a refusal)",
+         ("self", "block_fn", "inputs")),
     Part("gradio.blocks", "Blocks.postprocess_data", "ExplorerBlocks.postprocess_data (left-out outputs are free)",
          ("self", "block_fn", "predictions", "state")),
     Part("gradio.blocks", "convert_component_dict_to_list", "ExplorerBlocks.postprocess_data"),
@@ -71,9 +78,15 @@ class ExplorerBlocks(gr.Blocks):
         try:
             return await super().preprocess_data(block_fn, inputs, state, explicit_call)
         except (gr.Error, ComponentProcessingError) as error:
-            message = error.message if isinstance(error, gr.Error) else str(error)
+            message = cut(error.message if isinstance(error, gr.Error) else str(error))
             log.info("refused an input of %s: %s", block_fn.name, message)
-            raise gr.Error(message, print_exception=False) from error
+            raise gr.Error(message, print_exception=False) from None  # its cause quotes the value whole
+
+    def validate_inputs(self, block_fn, inputs):
+        """Too few input values (a raw call; the page always sends them all) is a refusal."""
+        if len(inputs) < len(block_fn.inputs):
+            raise gr.Error(f"This event takes {len(block_fn.inputs)} input values; {len(inputs)} came.")
+        super().validate_inputs(block_fn, inputs)
 
     async def postprocess_data(self, block_fn, predictions, state):
         from gradio import components
@@ -96,6 +109,14 @@ class ExplorerBlocks(gr.Blocks):
         for i in left_out:
             output[i] = dict(EMPTY_UPDATE)
         return output
+
+
+def cut(message: str) -> str:
+    """``message`` on one line, each word longer than ``WORD_CHARS`` cut (a value refused, quoted
+    whole by Gradio), and the whole at most ``REFUSAL_CHARS`` long."""
+    words = [w if len(w) <= WORD_CHARS else f"{w[:WORD_CHARS]}…({len(w):,} characters)" for w in str(message).split()]
+    message = " ".join(words)
+    return message if len(message) <= REFUSAL_CHARS else message[: REFUSAL_CHARS - 1] + "…"
 
 
 def set_on_queue(demo: gr.Blocks, name: str, value) -> None:

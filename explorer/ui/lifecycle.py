@@ -13,7 +13,7 @@ import gradio as gr
 
 from explorer.analysis import snapshot
 from explorer.errors import as_sentence
-from explorer.loading import ModelLoadError, list_models
+from explorer.loading import ModelLoadError
 from explorer.present import model_store
 from explorer.present.tabs import opening_tab, shown_tab
 from explorer.present.views import ExplorerState, checked_view
@@ -72,7 +72,7 @@ def first_load(request: gr.Request, model_name, *inputs, progress=gr.Progress(tr
 def open_another_model(request: gr.Request, failed: str, error: ModelLoadError, settings: list) -> Updates:
     """The page's model cannot load (its package missing, the Hub out of reach): open the first
     model that can, and say so on the status line; if none can, the status line says that."""
-    for entry in list_models():
+    for entry in model_store.offered_models():
         if entry.name == failed or not entry.available:
             continue
         try:

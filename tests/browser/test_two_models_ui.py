@@ -151,7 +151,8 @@ def test_two_models_census_opens_heads_and_unloads(page):
     open_two_models(page)
     assert page.input_value("#two-models-second input").startswith(SECOND)
     page.click("#two-models-unload")
-    page.wait_for_function("() => document.querySelector('#two-models-info').innerText.includes('is unloaded')")
+    said = "document.querySelector('#two-models-info').innerText"  # stays loaded: another tab's session uses it
+    page.wait_for_function(f"() => {said}.includes('is unloaded') || {said}.includes('stays loaded')")
 
 
 def test_a_translator_beside_on_a_phone(browser, app_url):

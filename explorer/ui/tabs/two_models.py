@@ -143,15 +143,30 @@ def on_read_both(st, second_name, box_text=None, progress=gr.Progress()) -> Upda
 
 @tab_event
 def on_unload(st, second_name) -> Updates:
+    """Free the second model if no session uses it; one that other sessions use stays (an unload in
+    one tab took it from every other tab, and their next read loaded a second copy)."""
     st = require(st)
     if not second_name:
         raise InputError("Choose the model to unload in the list first.")
     if second_name == st.model_name:
         raise InputError(f"{second_name} is the page's own model; it stays loaded while the page shows it.")
-    if not model_store.unload_model(second_name):
+    unloaded = model_store.unload_model(second_name)
+    if not unloaded.was_loaded:
         raise InputError(f"{second_name} is not loaded.")
-    gr.Info(f"{second_name} is unloaded: its memory goes back once no browser tab reads it.")
-    return {"two_models_info": f"{second_name} is unloaded; reading with it again loads it again (a few seconds)."}
+    said = unloaded_said(second_name, unloaded)
+    gr.Info(said)
+    return {"two_models_info": said}
+
+
+def unloaded_said(name: str, unloaded: model_store.Unloaded) -> str:
+    """What an unload did, as it happened: freed, or kept for the sessions that use it."""
+    if unloaded.users:
+        sessions = "session uses" if unloaded.users == 1 else "sessions use"
+        return (f"{name} stays loaded: {unloaded.users} other {sessions} it (in this server's other tabs). "
+                "It is freed once none does, when the server needs the room.")  # fmt: skip
+    if unloaded.freed:
+        return f"{name} is unloaded and its memory freed; reading with it again loads it again (a few seconds)."
+    return f"{name} is unloaded: its memory goes back once the work still reading it ends."
 
 
 def head_opener(side: str):
