@@ -11,6 +11,7 @@ question before it is revealed or checked.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from types import SimpleNamespace
@@ -321,3 +322,15 @@ def test_start_a_workshop_is_offered_once_a_lesson_is_chosen():
     assert start(3) == ("Start a workshop on lesson 3", True)
     for nothing in (None, "3", True, [3]):  # no lesson, or what the list never holds
         assert start(nothing) == (workshop_events.START_WITHOUT_LESSON, False)
+
+
+# ---------------------------------------------------------------- the end of the lessons
+def test_next_on_the_last_step_of_the_last_lesson_says_so_and_changes_nothing():
+    """(In the browser only lessons that open every view run end to end: test_lessons_ui.py.)"""
+    st = set_up(1, 0)
+    last = lessons.LESSONS[-1]
+    st.lesson = dataclasses.replace(st.lesson, number=last.number, index=len(last.steps) - 1)
+    tokens = st.session.token_ids
+    out = lesson_events.on_lesson_next(REQUEST, st, {})
+    assert out == {"lesson_feedback": "That was the last step of the last lesson. Well done!"}
+    assert st.session.token_ids == tokens and st.lesson.number == last.number

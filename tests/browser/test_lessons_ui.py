@@ -56,7 +56,22 @@ def selected_tab(page) -> str:
 TAB_NAMES = {tab.id: tab.title for tab in TABS}
 
 
-@pytest.mark.parametrize("number", [lesson.number for lesson in lessons.LESSONS])
+# In the browser, the lessons that between them open every view a lesson sets up (self-attention,
+# the causal proof, the KV cache, architecture, switching heads off, cross-attention, the logit
+# lens, why this cell) on both kinds of model; every step's question and answer, all ten lessons,
+# are worked out against the model in tests/test_lessons.py. Left out here for the suite's time:
+# 1 (self-attention, and its first question is stepped below), 8 (a cache policy over a 406-token
+# text, posed twice: ~2.5 min of a worker) and 10 (Gemma 3: its page is tests/browser/test_gemma3_ui.py).
+IN_THE_BROWSER = (2, 3, 4, 5, 6, 7, 9)
+
+
+def test_the_lessons_in_the_browser_open_every_view_a_lesson_sets_up():
+    opened = {step.setup.tab for number in IN_THE_BROWSER for step in lessons.lesson(number).steps}
+    every = {step.setup.tab for lesson in lessons.LESSONS for step in lesson.steps}
+    assert opened == every
+
+
+@pytest.mark.parametrize("number", IN_THE_BROWSER)
 def test_a_lesson_end_to_end(page, number):
     lesson = lessons.lesson(number)
     open_lesson(page, number)
@@ -82,9 +97,6 @@ def test_a_lesson_end_to_end(page, number):
         said = answer(page, question.answer)
         assert said.startswith("✓ Right.") and question.why.replace("*", "")[:40] in said, said
     page.screenshot(path=str(ARTIFACTS / f"lesson-{number}.png"))
-    if number == len(lessons.LESSONS):
-        page.click("#lesson-next")
-        page.wait_for_function("() => document.querySelector('#lesson-feedback').innerText.includes('last step')")
 
 
 def test_the_first_question_is_what_step_then_chooses(page):
