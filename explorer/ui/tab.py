@@ -58,9 +58,7 @@ def tab_event(handler: Callable) -> Callable:
     """Run one event of a tab: alone (the tab's lock), and with a user's mistake shown as a
     warning that changes nothing on the page."""
 
-    @functools.wraps(handler)
-    def wrapper(*args, **kwargs):
-        st = next((a for a in args if isinstance(a, ExplorerState)), None)
+    def alone(st: ExplorerState | None, args, kwargs):
         with st.lock if st is not None else contextlib.nullcontext(), KEEPER.using(st):
             try:
                 KEEPER.ready(st)
@@ -71,6 +69,15 @@ def tab_event(handler: Callable) -> Callable:
             except USER_ERRORS as error:
                 gr.Warning(str(error))
                 return gr.skip()
+
+    @functools.wraps(handler)
+    def wrapper(*args, **kwargs):
+        st = next((a for a in args if isinstance(a, ExplorerState)), None)
+        updates = alone(st, args, kwargs)
+        made = updates.get("state") if st is None and isinstance(updates, dict) else None
+        if isinstance(made, ExplorerState):  # the tab's first event made its state: the limits after it too
+            KEEPER.keep_limits(made)
+        return updates
 
     return wrapper
 
