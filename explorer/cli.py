@@ -16,6 +16,7 @@ from pathlib import Path
 
 from explorer import native_memory
 from explorer.loading import cache_root, list_models
+from explorer.present import session_keeper
 from explorer.present.model_store import (
     MODEL_DIRS_ENV,
     MODEL_ENV,
@@ -49,21 +50,47 @@ def parser() -> argparse.ArgumentParser:
                    help="a folder whose checkpoint folders a user may open by path (repeat for more)")  # fmt: skip
     p.add_argument("--models", default=os.environ.get(MODELS_ENV), metavar="A,B,C",
                    help="the models a visitor may load, comma-separated (default: all offered)")  # fmt: skip
-    p.add_argument("--model-memory-mb", type=positive_mb, default=os.environ.get(MODEL_MEMORY_ENV), metavar="N",
+    p.add_argument("--model-memory-mb", type=positive(int), default=os.environ.get(MODEL_MEMORY_ENV), metavar="N",
                    help=f"the loaded models' memory budget; past it, the least recently used model that no session "
                    f"uses is freed (default: {MODEL_MEMORY_MB:,})")  # fmt: skip
+    sessions = p.add_argument_group(
+        "every visitor's sessions (each also DECODER_EXPLORER_ and its name, e.g. DECODER_EXPLORER_SESSION_MEMORY_MB)"
+    )
+    sessions.add_argument("--session-memory-mb", type=positive(float), metavar="N",
+                          help="the memory all sessions' caches may hold together; past it the least recently "
+                               "used idle session is put aside and read again from its tokens "
+                               f"(default: {session_keeper.MEMORY_MB})")  # fmt: skip
+    sessions.add_argument("--session-idle-minutes", type=positive(float), metavar="M",
+                          help="a session unused this long is released, heartbeat or not "
+                               f"(default: {session_keeper.IDLE_MINUTES:g})")  # fmt: skip
+    sessions.add_argument("--sessions-per-address", type=positive(int), metavar="K",
+                          help="live sessions one client address may hold; past it its least recently used idle "
+                               f"one is put aside (default: {session_keeper.PER_ADDRESS})")  # fmt: skip
     return p
 
 
-def positive_mb(text: str) -> int:
-    """A budget in MB: a whole number from 1 up."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text[:20]!r} is not a whole number of MB from 1 up")
-    return value
+# Each session option and the environment variable it sets (what a Space's settings set).
+SESSION_OPTIONS = {
+    "session_memory_mb": session_keeper.MEMORY_ENV,
+    "session_idle_minutes": session_keeper.IDLE_ENV,
+    "sessions_per_address": session_keeper.PER_ADDRESS_ENV,
+}
+
+
+def positive(kind: type):
+    """An argparse type: a number of ``kind`` above 0, else a one-line refusal."""
+
+    def parsed(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = 0
+        if not value > 0 or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number above 0")
+        return value
+
+    parsed.__name__ = kind.__name__
+    return parsed
 
 
 def apply(args: argparse.Namespace) -> None:
@@ -79,6 +106,9 @@ def apply(args: argparse.Namespace) -> None:
         os.environ[MODELS_ENV] = args.models
     if args.model_memory_mb:
         os.environ[MODEL_MEMORY_ENV] = str(args.model_memory_mb)
+    for option, env in SESSION_OPTIONS.items():
+        if getattr(args, option, None) is not None:
+            os.environ[env] = f"{getattr(args, option):g}"
 
 
 def unknown_model(name: str) -> str | None:
@@ -105,6 +135,9 @@ def summary(args: argparse.Namespace) -> str:
         + (" (and a share link, if the network allows)" if args.share else ""),
         f"  model: {default_model_name()}",
         f"  converted checkpoints are cached in {cache_root()}",
+        f"  sessions: {session_keeper.memory_budget_bytes() / 2**20:g} MB of caches in all, released after "
+        f"{session_keeper.idle_seconds() / 60:g} minutes unused, "
+        f"{session_keeper.sessions_per_address()} live per address",
     ]
     if args.allow_dir:
         lines.append(f"  checkpoint folders may be opened from: {os.environ[MODEL_DIRS_ENV]}")

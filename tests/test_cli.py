@@ -13,12 +13,13 @@ import gradio as gr
 import pytest
 
 from explorer import cli
-from explorer.present import model_store
+from explorer.present import model_store, session_keeper
 from explorer.ui.layout import TEXT_ENV, build_page
 from tests.conftest import STARTING_ENVIRONMENT
 
 ROOT = Path(__file__).resolve().parents[1]
-OPTIONS = ("--model", "--text", "--host", "--port", "--share", "--allow-dir", "--models", "--model-memory-mb")
+OPTIONS = ("--model", "--text", "--host", "--port", "--share", "--allow-dir", "--models", "--model-memory-mb",
+           "--session-memory-mb", "--session-idle-minutes", "--sessions-per-address")  # fmt: skip
 
 
 @pytest.mark.parametrize("command", [["app.py"], ["-m", "explorer"]])
@@ -36,7 +37,7 @@ def test_help_lists_the_options_and_starts_nothing(command):
         (["--allow-dir", "/no/such/dir"], "no such folder"),
         (["--models", "en-de-numbers,nope"], "'nope': name models of smollm2-135m-instruct"),
         (["--models", "en-de-numbers", "--model", "smollm2-135m-instruct"], "not among --models en-de-numbers"),
-        (["--model-memory-mb", "lots"], "'lots' is not a whole number of MB from 1 up"),
+        (["--model-memory-mb", "lots"], "'lots' is not a number above 0"),
     ],
 )
 def test_bad_options_say_what_is_wrong_and_start_nothing(argv, says, capsys, monkeypatch):
@@ -67,6 +68,24 @@ def test_the_options_reach_the_app(capsys, monkeypatch, tmp_path):
     assert page.text.value == "twenty-one" and page.model.value == "en-de-numbers"
     assert [name for _, name in page.model.choices] == ["gemma-3-270m", "en-de-numbers"]  # only those offered
     assert [name for _, name in page.two_models_second.choices] == ["gemma-3-270m", "en-de-numbers"]
+
+
+def test_the_session_options_reach_the_keeper(monkeypatch):
+    for env in cli.SESSION_OPTIONS.values():
+        monkeypatch.delenv(env, raising=False)  # conftest's environment_put_back restores them
+    monkeypatch.setattr("explorer.ui.app.launch", lambda **kwargs: None)
+    cli.main(["--session-memory-mb", "500", "--session-idle-minutes", "0.5", "--sessions-per-address", "7"])
+    keeper = session_keeper.SessionKeeper()  # as the app's keeper reads them when it starts
+    assert (keeper.memory_bytes, keeper.idle_s, keeper.per_address) == (500 * 2**20, 30.0, 7)
+
+
+@pytest.mark.parametrize("argv", [["--session-memory-mb", "-1"], ["--session-idle-minutes", "nan"],
+                                  ["--sessions-per-address", "2.5"]])  # fmt: skip
+def test_a_session_limit_that_is_no_positive_number_is_refused(argv, capsys, monkeypatch):
+    monkeypatch.setattr("explorer.ui.app.launch", lambda **kwargs: pytest.fail("started a server"))
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(argv)
+    assert stopped.value.code == 2 and "is not a number above 0" in capsys.readouterr().err
 
 
 def test_the_options_do_not_outlive_their_test():

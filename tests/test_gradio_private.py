@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 
 import gradio as gr
 import pytest
@@ -33,6 +34,12 @@ def test_each_private_part_is_still_there(part):
     if part.name == "Blocks._queue":  # set by queue(), on the instance
         demo = gr.Blocks().queue()
         assert hasattr(demo, "_queue"), f"Gradio {gr.__version__}'s Blocks has no _queue: {part.used_by} uses it"
+        return
+    if part.module == "gradio.state_holder":  # attributes set on each instance
+        owner, attribute = part.name.split(".")
+        made = inspect.getsource(looked_up(part.module, owner).__init__)
+        assigned = re.search(rf"self\.{attribute}\b[^=\n]*=", made)  # "self.x: T = ..." or "self.x = ..."
+        assert assigned, f"Gradio {gr.__version__}'s {part.name} is gone: {part.used_by} uses it"
         return
     found = looked_up(part.module, part.name)
     if part.parameters:

@@ -23,6 +23,7 @@ from explorer.cache_policies import full_cache_bytes
 from explorer.present import model_store
 from explorer.present.circuits import CellChoice
 from explorer.present.lesson_at import LessonAt
+from explorer.present.session_life import Life
 from explorer.present.tabs import DEFAULT_TAB
 from explorer.present.workshop_seats import Following, Leading
 from explorer.session import GenerationSession, InputError, TopToken
@@ -79,6 +80,8 @@ class ExplorerState:
     results: dict[str, Kept] = field(default_factory=dict, repr=False)
     # One event at a time per tab: a Step clicked during a Generate waits for the current step.
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    # Its place among the server's sessions: idle time, memory budget (explorer.present.session_keeper).
+    life: Life = field(default_factory=Life, repr=False, compare=False)
 
     def start(self, model_name: str, session: GenerationSession) -> None:
         """Show a new session (new text, settings or model); keep the layer and head where the model has them."""
@@ -91,9 +94,11 @@ class ExplorerState:
             self.head = MEAN
         self.query, self.comparison, self.stopped_at = None, None, None
         self.results.clear()
+        self.life.put_aside, self.life.ended = None, False
 
     def release(self) -> None:
-        """Drop the session's tensors (cache, queries and keys): its browser tab has closed."""
+        """Drop the session's tensors (cache, queries and keys): its browser tab has closed, or the
+        server's keeper let them go (explorer.present.session_keeper)."""
         self.session, self.comparison, self.two_models = None, None, None
         self.results.clear()
 
@@ -412,4 +417,6 @@ def status_line(state: ExplorerState) -> str:
     if left <= ROOM_WARNING and not session.finished:
         parts.append(f"room for {left} more of the {session.max_positions:,} positions a session holds" if left
                      else f"the session is full ({session.max_positions:,} positions): Undo or Reset")  # fmt: skip
-    return " · ".join(parts)
+    line = " · ".join(parts)
+    notice = state.life.notice  # the session was put aside and read again for this event
+    return f"{notice}\n\n{line}" if notice else line

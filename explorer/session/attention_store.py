@@ -102,6 +102,11 @@ class AttentionInputs:
         """Bytes held for the queries and keys."""
         return self.kept.nbytes
 
+    @property
+    def held_bytes(self) -> int:
+        """Bytes held: the queries and keys, and the layer's attention rows computed for a view."""
+        return self.kept.nbytes + (self._computed[1].buffer.nbytes if self._computed is not None else 0)
+
     def add(self, layer: int, queries: torch.Tensor, keys: torch.Tensor | None) -> None:
         """queries (heads, new, hd) of the new positions; keys (kv_heads, new, hd) of the same
         positions (self-attention), or of the whole source the first time (cross-attention;
@@ -190,6 +195,12 @@ class SessionAttention:
         n_cross = n if config.is_encoder_decoder else 0
         self.cross_inputs = AttentionInputs(GrowingKept(n_cross, max_rows), heads, False, max_rows, scale)
         self.encoder_probs: list[np.ndarray] = []  # per layer (heads, S, S)
+
+    @property
+    def held_bytes(self) -> int:
+        """Everything this session's attention holds (the server's budget for sessions counts it)."""
+        encoder = sum(probs.nbytes for probs in self.encoder_probs)
+        return self.self_inputs.held_bytes + self.cross_inputs.held_bytes + encoder
 
     def keep_encoder(self, trace: Trace) -> None:
         """The encoder's attention probabilities, from the pass over the source."""

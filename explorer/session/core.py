@@ -147,6 +147,11 @@ class SessionCore(SessionPasses, SessionReading):
     def cache_bytes(self) -> int:
         return self.cache.nbytes if self.cache is not None else 0
 
+    def held_bytes(self) -> int:
+        """What this session holds beyond the model: its cache and its attention's kept queries,
+        keys and computed rows (explorer.present.session_keeper budgets it)."""
+        return self.cache_bytes + self.attention.held_bytes
+
     def next_token_probabilities(self) -> torch.Tensor:
         """(vocab,) the model's distribution for the next position."""
         return self._next_logits.float().softmax(-1)

@@ -9,6 +9,7 @@ themselves. Per-user state lives in a ``gr.State`` holding an ``ExplorerState``;
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -19,11 +20,12 @@ from explorer import native_memory
 from explorer.analysis import snapshot
 from explorer.batching import MAX_BATCH
 from explorer.loading.checkpoints import import_tokenizer_classes
+from explorer.present import session_keeper
 from explorer.present.tabs import TABS
 from explorer.serve.replicas import SECRET_ENV, TRUSTED_PROXY_ENV
 from explorer.ui import absent_packages, api, events, health, lifecycle
 from explorer.ui.features import FEATURES, after_event_hooks
-from explorer.ui.gradio_private import ExplorerBlocks, set_on_queue
+from explorer.ui.gradio_private import ExplorerBlocks, close_gradio_state, set_on_queue
 from explorer.ui.layout import (
     CSS,
     PAGE_SCRIPT,
@@ -34,7 +36,7 @@ from explorer.ui.layout import (
 )
 from explorer.ui.page import Page
 from explorer.ui.render import SESSION_VIEWS, SETTINGS, figure_names, model_view_names, step_views
-from explorer.ui.tab import release_closed_tab
+from explorer.ui.tab import release_closed_tab, release_ended_tab
 from explorer.ui.texts import DECODER_EXAMPLES, TRANSLATOR_EXAMPLES
 from explorer.ui.wiring import Wiring, on
 
@@ -197,6 +199,7 @@ def start(**kwargs) -> gr.Blocks:
     demo = build_demo()
     import_tokenizer_classes()  # before the first visitors load models at once (checkpoints.TOKENIZER_LOCK)
     native_memory.serve_memory_back()
+    keep_sessions(demo)
     demo.queue(default_concurrency_limit=concurrency(), max_size=QUEUE_SIZE)
     calmer_queue(demo)
     # An upload larger than a saved session can be is refused by Gradio before it is read.
@@ -214,6 +217,15 @@ def start(**kwargs) -> gr.Blocks:
             feature.routes(demo.app)
     health.add_routes(demo.app)  # GET /health: a replica is alive; a page learns its server changed
     return demo
+
+
+def keep_sessions(demo: gr.Blocks) -> None:
+    """Every session on its idle time, the memory budget and its address's cap, as the options say
+    (explorer.present.session_keeper); a tab released after its idle time leaves Gradio's copy too."""
+    keeper = session_keeper.KEEPER
+    keeper.configure()
+    keeper.on_end = [release_ended_tab, functools.partial(close_gradio_state, demo)]
+    session_keeper.sweep_sessions()
 
 
 def launch(**kwargs) -> None:

@@ -19,6 +19,7 @@ import gradio as gr
 from explorer.batching import StepBatcher
 from explorer.errors import InputError
 from explorer.present import views
+from explorer.present.session_keeper import KEEPER
 from explorer.present.views import ExplorerState
 from explorer.ui.render import render, tab_views
 from explorer.ui.shown import Updates, kept_value
@@ -61,6 +62,13 @@ def on_step(st, *settings) -> Updates:
 
 
 def on_generate(st, limit, *settings):
+    """Step up to ``limit`` times (``generated``); the session is never idle meanwhile, not even
+    between two steps, when its tab's lock is free (explorer.present.session_keeper)."""
+    with KEEPER.using(st):
+        yield from generated(st, limit, *settings)
+
+
+def generated(st, limit, *settings):
     """Step up to ``limit`` times, sending every step's text views and the figures now and then.
 
     Takes the tab's lock step by step (not for the whole run), so that Stop, a token click or
@@ -74,6 +82,7 @@ def on_generate(st, limit, *settings):
     steps = 0
     try:
         with st.lock if st is not None else contextlib.nullcontext():
+            KEEPER.ready(st)
             st, fresh = current(st, *settings)
         st.stop_requested, st.generating, st.stopped_at = False, True, None
         running = st.session

@@ -68,6 +68,8 @@ PARTS = (
     Part("gradio.routes", "App.create_app", "serve_ahead_of_gradio (demo.app is Gradio's FastAPI App)"),
     Part("gradio.components.plot", "PlotData", "plot_data (explorer.ui.shown.shown_plot)"),
     Part("gradio.utils", "get_upload_folder", "upload_folder (explorer.ui.images.png_file)"),
+    Part("gradio.state_holder", "StateHolder.session_data", "close_gradio_state (a tab released after its idle time)"),
+    Part("gradio.state_holder", "SessionState.is_closed", "close_gradio_state"),
 )  # fmt: skip
 
 
@@ -148,3 +150,13 @@ def upload_folder() -> str:
     from gradio.utils import get_upload_folder
 
     return get_upload_folder()
+
+
+def close_gradio_state(demo: gr.Blocks, session_hash: str) -> None:
+    """Gradio's own copy of a tab's state, treated as a closed tab's: Gradio drops it within the hour
+    it keeps a closed tab's state for (its ``delete_all_expired_state``, once a second), as after the
+    browser's unload. Only a flag is set here: Gradio's own sweep, on its event loop, removes it."""
+    holder = getattr(demo, "state_holder", None)
+    session = holder.session_data.get(session_hash) if holder is not None else None
+    if session is not None:
+        session.is_closed = True

@@ -2,7 +2,9 @@
 
 A tab's ``ExplorerState`` lives in a ``gr.State``; it is also registered here by Gradio's
 session hash so that closing the tab frees its session at once (Gradio itself keeps a closed
-tab's state for an hour).
+tab's state for an hour), and with the server's keeper (``session_keeper.KEEPER``), which releases
+it after its idle time and puts it aside under the sessions' memory budget, whether or not a
+browser ever said the tab closed.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from explorer.errors import InputError
 from explorer.loading import ModelLoadError
 from explorer.model import ContextWindowError
 from explorer.present import model_store
+from explorer.present.session_keeper import KEEPER
 from explorer.present.views import ExplorerState
 from explorer.session import GenerationSession
+from explorer.ui.workshop_gate import address_of
 
 NO_MODEL = "No model is loaded yet: choose one from the Model list."
 # The project's own errors become warnings; anything else is a bug and fails loudly (log, tests).
@@ -54,12 +58,11 @@ def tab_event(handler: Callable) -> Callable:
     """Run one event of a tab: alone (the tab's lock), and with a user's mistake shown as a
     warning that changes nothing on the page."""
 
-    @functools.wraps(handler)
-    def wrapper(*args, **kwargs):
-        st = next((a for a in args if isinstance(a, ExplorerState)), None)
-        with st.lock if st is not None else contextlib.nullcontext():
+    def alone(st: ExplorerState | None, args, kwargs):
+        with st.lock if st is not None else contextlib.nullcontext(), KEEPER.using(st):
             try:
-                return handler(*args, **kwargs)
+                KEEPER.ready(st)
+                return said_if_brought_back(st, handler(*args, **kwargs))
             except TextRefused as error:
                 gr.Warning(str(error))
                 return {"prompt_note": error.note()}
@@ -67,21 +70,41 @@ def tab_event(handler: Callable) -> Callable:
                 gr.Warning(str(error))
                 return gr.skip()
 
+    @functools.wraps(handler)
+    def wrapper(*args, **kwargs):
+        st = next((a for a in args if isinstance(a, ExplorerState)), None)
+        updates = alone(st, args, kwargs)
+        made = updates.get("state") if st is None and isinstance(updates, dict) else None
+        if isinstance(made, ExplorerState):  # the tab's first event made its state: the limits after it too
+            KEEPER.keep_limits(made)
+        return updates
+
     return wrapper
 
 
+def said_if_brought_back(st: ExplorerState | None, updates):
+    """An event's updates; when its session was put aside and read again first, a toast says so
+    where the event does not redraw the status line (which says it, ``views.status_line``)."""
+    if st is not None and st.life.notice and not (isinstance(updates, dict) and "status" in updates):
+        gr.Info(st.life.notice)
+    return updates
+
+
 def tab_state(request: gr.Request, st: ExplorerState | None, model_name: str) -> ExplorerState:
-    """This tab's state object, made on its first event and remembered for its unload."""
+    """This tab's state object, made on its first event and remembered for its unload; counted
+    among the server's sessions (its idle time, the memory budget, its address's cap)."""
     if st is None:
         st = ExplorerState(model_name)
         open_states[request.session_hash] = st
+    KEEPER.track(st, request.session_hash, address_of(request))
     return st
 
 
 def require(st: ExplorerState | None) -> ExplorerState:
-    """The tab's state, which has a session; else the user is told to choose a model."""
+    """The tab's state, which has a session; else the user is told to choose a model (or to
+    reload, when the server released the session after its idle time)."""
     if st is None or st.session is None:
-        raise InputError(NO_MODEL)
+        raise InputError(KEEPER.ended_note() if st is not None and st.life.ended else NO_MODEL)
     return st
 
 
@@ -104,6 +127,8 @@ def current(st, text_value, chat_value, *settings) -> tuple[ExplorerState, bool]
     """The user's session, started anew when the text or the chat setting changed; and whether it is new."""
     if st is None:
         raise InputError(NO_MODEL)
+    if st.life.ended:  # a step would start the text in the box anew, its tokens silently gone
+        raise InputError(KEEPER.ended_note())
     session = st.session
     if (
         session is None
@@ -132,9 +157,16 @@ def saved_session_folder(request: gr.Request) -> Path:
 
 def release_closed_tab(request: gr.Request) -> None:
     st = open_states.pop(request.session_hash, None)
+    KEEPER.forget(request.session_hash)
     shutil.rmtree(saved_session_folder(request), ignore_errors=True)
     if st is not None:
         with st.lock:  # after the step that may be running
             if st.session is not None:
                 st.release()
                 log.info("released the session of a closed browser tab (tab %s)", tab_tag(request.session_hash)[:12])
+
+
+def release_ended_tab(session_hash: str) -> None:
+    """The keeper released this tab's session after its idle time: its saved file goes too."""
+    open_states.pop(session_hash, None)
+    shutil.rmtree(SAVED_SESSIONS / tab_tag(session_hash), ignore_errors=True)
