@@ -106,6 +106,8 @@ class Job:
     def check(self) -> None:
         """Raise ``JobCancelled`` if the job's client has gone."""
         if self.cancelled or self.gone():
+            if not self.cancelled:
+                log.info("cancelled %s: its client has gone", self.what[:80])
             self.cancelled = True
             raise JobCancelled(f"{self.what} was cancelled: its client has gone.")
 
