@@ -9,7 +9,8 @@ every session gets exactly the step it would have had alone. A session that cann
 text ended, no room left) gets its error; the others are not disturbed.
 
 ``StepBatcher`` is the server's side: each user's Step waits in it, and one worker thread takes
-everything waiting, steps it together, and hands each user its own result.
+everything waiting, steps it together, and hands each user its own result. Heavy work (a long
+prefill) runs in chunks and waits between two while Steps are pending (``explorer/admission.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 
+from explorer.admission import STEPS_FIRST
 from explorer.session import GenerationSession, Step, StepResult, choose_together, run_together
 
 MAX_BATCH = 32
@@ -134,11 +136,12 @@ class StepBatcher:
     def step(self, session: GenerationSession) -> StepResult:
         """Step ``session`` (in a batch with whoever else is waiting); raises its own error."""
         request = _Request(session, Future())
-        with self._ready:
-            self._start_worker()
-            self._waiting.append(request)
-            self._ready.notify()
-        result = request.result.result()
+        with STEPS_FIRST.step():  # counted while it waits and runs: a heavy job's next chunk waits for it
+            with self._ready:
+                self._start_worker()
+                self._waiting.append(request)
+                self._ready.notify()
+            result = request.result.result()
         if isinstance(result, Exception):
             raise result
         return result

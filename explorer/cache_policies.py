@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from explorer.admission import PREFILL_CHUNK, between_chunks
 from explorer.errors import InputError
 from explorer.loading import LoadedModel
 from explorer.model import CacheBatch, ModelConfig
@@ -149,6 +150,8 @@ def teacher_forced_together(
                 log_probs[:, t] = logits.float().log_softmax(-1)[:, ids[t + 1]]
             if progress is not None:
                 progress((t + 1) / len(ids))
+            if t % PREFILL_CHUNK == PREFILL_CHUNK - 1:  # Steps first; stop if the client has gone
+                between_chunks()
         for row, i in enumerate(stepped):
             results[i] = (log_probs[row], caches[row].nbytes)
     return results

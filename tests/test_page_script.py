@@ -92,6 +92,15 @@ def filled(template: str, values: dict) -> str:
     return re.sub(r"%\{(\w)(?::\.(\d)f)?\}", one, template.replace("<extra></extra>", ""))
 
 
+def workshop_busy_answers() -> list[dict]:
+    """The workshop long poll's "busy" answers as the server sends them (an address's, the process's)."""
+    from explorer.ui import workshop_watch
+
+    answers = [workshop_watch.busy(429, workshop_watch.ADDRESS_RETRY_S, "This address is busy"),
+               workshop_watch.busy(503, workshop_watch.BUSY_RETRY_S, "The server is busy")]  # fmt: skip
+    return [{"status": a.status_code, "body": json.loads(a.body)} for a in answers]
+
+
 def test_the_heatmaps_pure_parts_in_node_equal_the_python_they_mirror(tmp_path):
     """tests/js/ run by node's own test runner, with the expected values computed here."""
     node = shutil.which("node")
@@ -99,9 +108,11 @@ def test_the_heatmaps_pure_parts_in_node_equal_the_python_they_mirror(tmp_path):
         pytest.skip("no node here (scripts/install.sh --dev installs Debian's nodejs)")
     expected = tmp_path / "heatmap_expected.json"
     expected.write_text(json.dumps(expected_heatmap_parts()))
+    busy = tmp_path / "workshop_busy.json"
+    busy.write_text(json.dumps(workshop_busy_answers()))
     done = subprocess.run(
         [node, "--test", *sorted(str(p) for p in (ROOT / "tests" / "js").glob("*.test.js"))],
-        cwd=ROOT, env={**os.environ, "HEATMAP_EXPECTED": str(expected)}, capture_output=True, text=True,
-        timeout=120,
+        cwd=ROOT, env={**os.environ, "HEATMAP_EXPECTED": str(expected), "WORKSHOP_BUSY_EXPECTED": str(busy)},
+        capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, f"node --test tests/js/ failed:\n{done.stdout[-6000:]}\n{done.stderr[-2000:]}"

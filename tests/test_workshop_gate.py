@@ -197,3 +197,41 @@ def test_the_page_scripts_parse_with_the_teacher_link_part_filled_in(tmp_path):
         path.write_text(f"const run = {script};\n")
         checked = subprocess.run(["node", "--check", str(path)], capture_output=True, text=True)
         assert checked.returncode == 0, checked.stderr
+
+
+def test_waits_are_limited_per_address_and_a_full_list_answers_busy_with_a_pause(ws, monkeypatch):
+    """One address holds at most WAITS_PER_ADDRESS waits, the process MAX_WAITING; past either the
+    answer is "busy, try again in N s" (429 or 503, retry_s and Retry-After), not the pulse at once
+    (which a page would take as an answer and ask again without a pause)."""
+    monkeypatch.setattr(workshop_watch, "WAITS_PER_ADDRESS", 2)
+    monkeypatch.setattr(workshop_watch, "MAX_WAITING", 3)
+    app = app_of(ws)
+    live = ws.start(3)
+    seat = ws.join(live.code, "Ada", "10.0.0.1")
+    current = TestClient(app).post("/workshop/wait", json={"code": live.code, "token": seat.token}).json()["key"]
+    asked = {"code": live.code, "token": seat.token, "seen": current}
+
+    async def from_address(address: str):
+        transport = httpx.ASGITransport(app=app, client=(address, 1234))
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            return await client.post("/workshop/wait", json=asked)
+
+    async def scenario():
+        waiting = [asyncio.ensure_future(from_address("10.0.0.1")) for _ in range(2)]
+        await asyncio.sleep(0.3)
+        third_of_one = await asyncio.wait_for(from_address("10.0.0.1"), 5)  # the address's limit
+        waiting.append(asyncio.ensure_future(from_address("10.0.0.2")))
+        await asyncio.sleep(0.3)
+        past_the_process = await asyncio.wait_for(from_address("10.0.0.3"), 5)  # the process's limit
+        assert not any(w.done() for w in waiting)  # those admitted wait on
+        for w in waiting:
+            w.cancel()
+        return third_of_one, past_the_process
+
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:
+        address_full, process_full = thread.submit(asyncio.run, scenario()).result()
+    for answer, status, retry_s in ((address_full, 429, workshop_watch.ADDRESS_RETRY_S),
+                                    (process_full, 503, workshop_watch.BUSY_RETRY_S)):  # fmt: skip
+        body = answer.json()
+        assert answer.status_code == status and body["busy"] and body["retry_s"] == retry_s
+        assert answer.headers["retry-after"] == str(retry_s) and f"try again in {retry_s} s" in body["error"]

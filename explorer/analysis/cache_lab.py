@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from explorer.admission import PREFILL_CHUNK, between_chunks
 from explorer.cache_policies import full_cache_bytes
 from explorer.errors import InputError
 from explorer.model.cache_policy import CachePolicy
@@ -67,7 +68,9 @@ def run_policy(session: GenerationSession, policy: CachePolicy) -> PolicyRun:
     full = session.started_again(record_attention=False, interventions=(), cache_policy=None)
     other = session.started_again(record_attention=False, interventions=(), cache_policy=policy)
     run = PolicyRun(policy, [], [], [], [], [], np.zeros(0))
-    for token in [None, *session.generated_ids]:
+    for i, token in enumerate([None, *session.generated_ids]):
+        if i % PREFILL_CHUNK == PREFILL_CHUNK - 1:  # Steps first; stop if the client has gone
+            between_chunks()
         if token is not None:
             full.append_recorded(token, forced=True)
             other.append_recorded(token, forced=True)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from explorer.admission import between_chunks
 from explorer.errors import InputError
 from explorer.session import GenerationSession
 
@@ -59,6 +60,7 @@ def _rerun(session: GenerationSession, use_cache: bool) -> tuple[GenerationSessi
     for _ in range(len(session.steps)):
         if replay.finished:
             break
+        between_chunks()  # cache off, a step is a pass over the whole text: Steps first; stop if its client left
         position = len(replay.token_ids)
         if position in forced:
             replay.force(forced[position])

@@ -1,8 +1,9 @@
 """How a session's cache is made, filled and taken back: the full cache, or a cache under a policy
 (``explorer.cache_policies``). The session asks its plan and never looks at the policy itself.
 
-- ``FullCache``: every key and value in the model's store (``model/paged.py``): one pass for any
-  number of new tokens, an undo cuts the cache back, a fork shares its blocks.
+- ``FullCache``: every key and value in the model's store (``model/paged.py``): one pass a chunk
+  of ``PREFILL_CHUNK`` new tokens (a long prefill lets other visitors' Steps through), an undo
+  cuts the cache back, a fork shares its blocks.
 - ``UnderPolicy``: a cache that evicts or quantizes: a window (sinks or not) in the model's
   store (``model/window_cache.py``), any other policy in a ``PolicyCache`` of its own. An evicting cache processes one
   token a pass once it is full (each new key may evict another before the next query reads); an
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from explorer.admission import PREFILL_CHUNK
 from explorer.errors import InputError
 from explorer.model import NOTHING, KVCache, ModelConfig, Record
 from explorer.model.cache_policy import CachePolicy, PolicyError
@@ -46,8 +48,14 @@ class FullCache:
         return self.model.new_cache()
 
     def passes(self, first: int, end: int, prompt_length: int, use_cache: bool) -> Passes:
-        """The passes that process tokens ``first`` .. ``end - 1``: one."""
-        return [(first, end)]
+        """The passes that process tokens ``first`` .. ``end - 1``: with the cache, one a chunk of
+        ``PREFILL_CHUNK`` positions (each reads the keys the chunks before it cached, so the result
+        is the one pass's; other visitors' Steps run between two: ``explorer/admission.py``);
+        without it, one (each pass would run the whole sequence again)."""
+        if not use_cache:
+            return [(first, end)]
+        chunks = [(start, min(start + PREFILL_CHUNK, end)) for start in range(first, end, PREFILL_CHUNK)]
+        return chunks or [(first, end)]
 
     def rewrites_entries(self) -> bool:
         """Whether a token taken back needs the cache rebuilt (its entries changed since)."""

@@ -1,8 +1,8 @@
 """One user's generation, stepped: choose a token, append it, run it; undo; branch; fork.
 
 ``GenerationSession`` is what the page, the notebook and the tests hold. Every token in
-``token_ids`` has been run through the model: the prompt in one pass when the session starts
-(the prefill, ``core.py``), each generated token right after it is chosen (``step.py``). So the
+``token_ids`` has been run through the model: the prompt when the session starts (the prefill,
+``core.py``; a long one in chunks), each generated token right after it is chosen (``step.py``). So the
 distribution for the next token is always ready, and the queries and keys of every token are
 kept for attention (``attention_store.py``).
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 
+from explorer.admission import PREFILL_CHUNK, between_chunks
 from explorer.errors import InputError
 from explorer.model.cache_policy import CachePolicy
 from explorer.model.taps import Intervention
@@ -54,6 +55,8 @@ class GenerationSession(SessionCore):
             if self.finished:
                 raise InputError(f"Its tokens go on after the model's end token (generated token {i}): it was altered.")
             self.append_recorded(token, forced=i in forced)
+            if (i + 1) % PREFILL_CHUNK == 0:  # inside a heavy job: Steps first, stop if its client left
+                between_chunks()
 
     def replace_last(self, token_id: int) -> StepResult:
         """Put ``token_id`` in place of the last generated token (undo, then force it)."""

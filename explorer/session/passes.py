@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from explorer.admission import PREFILL_CHUNK, between_chunks
 from explorer.errors import InputError
 from explorer.model import ATTENTION, NOTHING, KVCache, Output, Record, Trace
 from explorer.model.paged import PagedSequence
@@ -67,11 +68,16 @@ class SessionPasses:
         passes = self.cache_plan.passes(
             len(self.token_ids) - n_new, len(self.token_ids), self.prompt_length, self.use_cache
         )
-        for start, end in passes[:-1]:  # under an evicting policy: the passes before the last
+        since_yield = 0
+        for start, end in passes[:-1]:  # a long prefill's chunks; under an evicting policy, one a token
             output, elapsed_ms = self.pass_over(start, end)
             total_ms += elapsed_ms
             if "qk" in output.trace.record:
                 self.attention.keep(output.trace, end - start, self.held_keys())
+            since_yield += end - start
+            if since_yield >= PREFILL_CHUNK:  # inside a heavy job: Steps first, stop if its client left
+                between_chunks()
+                since_yield = 0
         start, end = passes[-1]
         output, elapsed_ms = self.pass_over(start, end)
         self.absorb(output.logits[0, -1], output.trace, end - start)

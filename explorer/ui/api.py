@@ -13,21 +13,30 @@ and any replica of the app can answer it. The page's own events are hidden from 
 
 from __future__ import annotations
 
+import contextvars
 import functools
 from collections.abc import Callable
 
 import gradio as gr
 
+from explorer.admission import HEAVY_POSITIONS
 from explorer.analysis.export import candidates
 from explorer.analysis.snapshot import checked_snapshot, number_field, restore, shown
 from explorer.errors import InputError
 from explorer.loading.registry import TRANSLATOR_MODEL
 from explorer.present import model_store
 from explorer.present.views import MEAN, checked_view
-from explorer.session import GenerationSession
+from explorer.session import MAX_SESSION_POSITIONS, GenerationSession
+from explorer.session.inputs import encode_input
+from explorer.ui.heavy import heavy_if, heavy_job, long_text
 from explorer.ui.tab import USER_ERRORS, log
 
 MAX_API_NEW_TOKENS = 256  # per generate or translate call: a call holds a worker while it runs
+# An /attention answer holds at most this many weights (query rows x keys): ~10 bytes each in JSON,
+# so at most ~0.7 MB with the tokens. A longer text is asked for in ranges of query rows.
+MAX_ATTENTION_WEIGHTS = 65_536
+MAX_ANSWER_BYTES = 1_000_000  # the documented bound of any answer's JSON (docs/web-api.md)
+_endpoint: contextvars.ContextVar[str] = contextvars.ContextVar("endpoint", default="api")
 
 
 def answered(endpoint: Callable) -> Callable:
@@ -35,6 +44,7 @@ def answered(endpoint: Callable) -> Callable:
 
     @functools.wraps(endpoint)
     def call(*args, **kwargs):
+        _endpoint.set(endpoint.__name__)
         try:
             return endpoint(*args, **kwargs)
         except USER_ERRORS as error:  # a refusal, not a bug: one line in the log, no traceback
@@ -50,10 +60,18 @@ def loaded_model(model: str):
 
 
 def session_for(model: str, text: str, tokens: list[int] | None, **settings) -> GenerationSession:
-    """A session of ``text`` with ``tokens`` (generated ids) run through the model after it."""
-    loaded = loaded_model(model)
+    """A session of ``text`` with ``tokens`` (generated ids) run through the model after it: a long
+    one, or a model's first load, as the caller's heavy job (``explorer/ui/heavy.py``)."""
+    name = model_store.resolve_custom(model)
     # Checked as a link's fields are: types and ranges, before any of it reaches the model.
-    return restore(loaded, checked_snapshot({"model": model, "text": text, "generated": tokens or [], **settings}))
+    snap = checked_snapshot({"model": model, "text": text, "generated": tokens or [], **settings})
+    heavy = long_text(snap.text) or len(snap.generated) > HEAVY_POSITIONS or not model_store.is_loaded(name)
+    with heavy_if(heavy, f"/{current_endpoint()} over a long text"):
+        return restore(loaded_model(model), snap)
+
+
+def current_endpoint() -> str:
+    return _endpoint.get()
 
 
 # ---------------------------------------------------------------- the endpoints
@@ -107,10 +125,16 @@ def generate(model: str, text: str, max_new_tokens: int = 20, temperature: float
 
 
 def attention(model: str, text: str, tokens: list[int] | None = None, layer: int = 0, head: str = MEAN,
-              kind: str = "self") -> dict:  # fmt: skip
+              kind: str = "self", query_from: int = 0, query_to: int | None = None) -> dict:  # fmt: skip
     """One layer's attention for ``text`` and ``tokens``: one head (its index) or their average
     ("mean"); ``kind`` "self", or for a translator "cross" or "encoder". ``weights[q][k]`` is what
-    query q gives key k; a causal row's future keys are 0."""
+    query ``query_from + q`` gives key k; a causal row's future keys are 0. The query rows
+    ``query_from`` .. ``query_to - 1`` (default: all) times the keys are at most
+    ``MAX_ATTENTION_WEIGHTS``: a longer text is asked for in ranges of rows (refused before any work)."""
+    if kind not in ("self", "cross", "encoder"):
+        raise InputError(f"kind {shown(kind)} is not one of self, cross, encoder")
+    n_queries, n_keys = attention_shape(model, text, tokens, kind)
+    rows = query_rows(query_from, query_to, n_queries, n_keys)
     session = session_for(model, text, tokens)
     layer, head = checked_view(session, layer, head)
     by_kind = {
@@ -118,13 +142,41 @@ def attention(model: str, text: str, tokens: list[int] | None = None, layer: int
         "cross": (session.cross_attention, session.token_texts(), session.source_texts()),
         "encoder": (session.encoder_attention, session.source_texts(), session.source_texts()),
     }
-    if kind not in by_kind:
-        raise InputError(f"kind {shown(kind)} is not one of self, cross, encoder")
     of_layer, queries, keys = by_kind[kind]
-    weights = of_layer(layer)  # (heads, queries, keys)
+    weights = of_layer(layer)[:, rows.start : rows.stop]  # (heads, rows, keys)
     chosen = weights.mean(axis=0) if head == MEAN else weights[int(head)]
     return {"kind": kind, "layer": layer, "head": head, "query_tokens": queries, "key_tokens": keys,
-            "weights": chosen.round(6).tolist()}  # fmt: skip
+            "query_from": rows.start, "query_to": rows.stop, "weights": chosen.round(6).tolist()}  # fmt: skip
+
+
+def attention_shape(model: str, text, tokens, kind: str) -> tuple[int, int]:
+    """How many queries and keys ``kind``'s attention of ``text`` and ``tokens`` has, from the
+    tokenizer alone (no pass: a refusal comes before the work)."""
+    loaded = loaded_model(model) if model_store.is_loaded(model_store.resolve_custom(model)) else None
+    if loaded is None:
+        with heavy_job(f"Loading {shown(model)}"):
+            loaded = loaded_model(model)
+    source = len(encode_input(loaded, text, False, MAX_SESSION_POSITIONS))
+    generated = len(tokens) if isinstance(tokens, list) else 0
+    if not loaded.is_encoder_decoder:
+        return source + generated, source + generated
+    target = 1 + generated  # the decoder's start token, then the generated ones
+    return {"self": (target, target), "cross": (target, source), "encoder": (source, source)}[kind]
+
+
+def query_rows(query_from, query_to, n_queries: int, n_keys: int) -> range:
+    """The query rows asked for, checked: whole numbers within the text, and at most
+    ``MAX_ATTENTION_WEIGHTS`` weights with the keys; else a refusal that says what to ask for."""
+    first = number_field(0, max(n_queries - 1, 0), whole=True)("query_from", query_from)
+    end = n_queries if query_to is None else number_field(first + 1, n_queries, whole=True)("query_to", query_to)
+    most = max(1, MAX_ATTENTION_WEIGHTS // max(n_keys, 1))
+    if (end - first) * n_keys > MAX_ATTENTION_WEIGHTS:
+        raise InputError(
+            f"{end - first:,} query rows over {n_keys:,} keys are {(end - first) * n_keys:,} weights; an answer "
+            f"holds at most {MAX_ATTENTION_WEIGHTS:,}. Ask for at most {most:,} rows at a time "
+            f"(query_from={first}, query_to={min(first + most, n_queries)}), or send a shorter text."
+        )
+    return range(first, end)
 
 
 def translate(text: str, model: str = TRANSLATOR_MODEL, max_new_tokens: int = 64) -> str:

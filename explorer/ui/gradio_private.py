@@ -70,6 +70,9 @@ PARTS = (
     Part("gradio.utils", "get_upload_folder", "upload_folder (explorer.ui.images.png_file)"),
     Part("gradio.state_holder", "StateHolder.session_data", "close_gradio_state (a tab released after its idle time)"),
     Part("gradio.state_holder", "SessionState.is_closed", "close_gradio_state"),
+    Part("gradio.context", "LocalContext.blocks", "this_event_gone (explorer.ui.heavy: a job whose client left)"),
+    Part("gradio.context", "LocalContext.event_id", "this_event_gone (explorer.ui.heavy)"),
+    Part("gradio.context", "LocalContext.request", "this_request (explorer.ui.heavy: whose heavy job)"),
 )  # fmt: skip
 
 
@@ -160,3 +163,22 @@ def close_gradio_state(demo: gr.Blocks, session_hash: str) -> None:
     session = holder.session_data.get(session_hash) if holder is not None else None
     if session is not None:
         session.is_closed = True
+
+
+def this_request() -> gr.Request | None:
+    """The request of the event this thread runs (Gradio keeps it for ``gr.Info``), or None."""
+    from gradio.context import LocalContext
+
+    return LocalContext.request.get(None)
+
+
+def this_event_gone() -> bool:
+    """Whether the client of the event this thread runs has gone: Gradio's queue marks an event
+    not ``alive`` when its client's stream closes (a closed tab, a dropped connection). Outside an
+    event, or with a Gradio that keeps no such mark, never."""
+    from gradio.context import LocalContext
+
+    blocks, event_id = LocalContext.blocks.get(None), LocalContext.event_id.get(None)
+    queue = getattr(blocks, "_queue", None)
+    event = getattr(queue, "event_ids_to_events", {}).get(event_id) if event_id is not None else None
+    return event is not None and not getattr(event, "alive", True)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from explorer.admission import HEAVY_POSITIONS
 from explorer.analysis import snapshot
 from explorer.errors import as_sentence
 from explorer.loading import ModelLoadError
@@ -18,6 +19,7 @@ from explorer.present import model_store
 from explorer.present.tabs import opening_tab, shown_tab
 from explorer.present.views import ExplorerState, checked_view
 from explorer.ui import texts
+from explorer.ui.heavy import heavy_if, long_text
 from explorer.ui.render import buttons_on, chat_box, model_views, render, text_label
 from explorer.ui.shown import Updates, current_snapshot
 from explorer.ui.tab import USER_ERRORS, new_session, saved_session_folder, tab_event, tab_state
@@ -101,7 +103,8 @@ def on_model_change(request: gr.Request, model_name, st, *settings, progress=gr.
     previous = st.model_name if st is not None else None
     try:
         progress(0, desc=f"Loading {model_name}")
-        loaded = model_store.get_model(model_name)
+        with heavy_if(not model_store.is_loaded(model_name), f"Loading {model_name}"):
+            loaded = model_store.get_model(model_name)
     except ModelLoadError as error:
         gr.Warning(f"{as_sentence(error)} The previous model stays loaded.")
         return {"model": gr.Dropdown(value=previous)} if previous else gr.skip()
@@ -194,8 +197,10 @@ def apply_snapshot(request: gr.Request, st, snap: snapshot.Snapshot, arrays=None
     Everything is checked before the tab's state changes. With a file's ``arrays``, returns the
     largest difference of the recomputed attention from the saved one."""
     name = model_store.resolve_custom(snap.model)
-    loaded = model_store.get_model(name)
-    session = snapshot.restore(loaded, snap)
+    long = long_text(snap.text) or len(snap.generated) > HEAVY_POSITIONS or not model_store.is_loaded(name)
+    with heavy_if(long, f"Restoring a session of {len(snap.generated):,} generated tokens"):
+        loaded = model_store.get_model(name)
+        session = snapshot.restore(loaded, snap)
     difference = snapshot.attention_difference(session, arrays) if arrays is not None else 0.0
     return show_session(request, st, name, session, snap), difference
 

@@ -29,6 +29,7 @@ from explorer.present import model_store
 from explorer.present.session_keeper import KEEPER
 from explorer.present.views import ExplorerState
 from explorer.session import GenerationSession
+from explorer.ui.heavy import heavy_if, long_text
 from explorer.ui.workshop_gate import address_of
 
 NO_MODEL = "No model is loaded yet: choose one from the Model list."
@@ -111,14 +112,16 @@ def require(st: ExplorerState | None) -> ExplorerState:
 def new_session(st, text_value, chat_value, cache_value, temp, k, p, seed_value, model_name=None) -> ExplorerState:
     """Start a session in ``st`` (the tab's one state object); on an error ``st`` is unchanged."""
     model_name = model_name or st.model_name
-    loaded = model_store.get_model(model_name)
-    # A cache policy chosen in the lab stays for a new text of the same model, the cache on.
-    kept_policy = st.session is not None and model_name == st.model_name and cache_value
-    session = GenerationSession(
-        loaded, text_value, use_cache=cache_value, chat=chat_value and loaded.has_chat_template,
-        temperature=float(temp), top_k=int(k), top_p=float(p), seed=int(seed_value or 0),
-        cache_policy=st.session.cache_policy if kept_policy else None,
-    )  # fmt: skip
+    # A long text or a model's first load is heavy work: admitted in one place (explorer/ui/heavy.py).
+    with heavy_if(long_text(text_value) or not model_store.is_loaded(model_name), "A long text's prefill"):
+        loaded = model_store.get_model(model_name)
+        # A cache policy chosen in the lab stays for a new text of the same model, the cache on.
+        kept_policy = st.session is not None and model_name == st.model_name and cache_value
+        session = GenerationSession(
+            loaded, text_value, use_cache=cache_value, chat=chat_value and loaded.has_chat_template,
+            temperature=float(temp), top_k=int(k), top_p=float(p), seed=int(seed_value or 0),
+            cache_policy=st.session.cache_policy if kept_policy else None,
+        )  # fmt: skip
     st.start(model_name, session)
     return st
 

@@ -13,6 +13,13 @@ its seat goes (the teacher ends the workshop, it expires, the seat is removed) g
 within a watcher's tick: that is how its page learns that the workshop ended for it. Requests that
 find no seat are counted per address (``workshop_gate.Misses``): past the limit, 429 for a minute.
 
+Waiting costs the server little, but not nothing: one address holds at most ``WAITS_PER_ADDRESS``
+waits (``DECODER_EXPLORER_WAITS_PER_ADDRESS``: a class behind one school router fits), the process
+at most ``MAX_WAITING``. Past either, the answer is "busy, try again in N s": 429 for the address,
+503 for the process, ``{"busy": true, "error": ..., "retry_s": N}`` and a ``Retry-After`` header;
+the page's script waits those N s (and a little more) before it asks again
+(``static/workshop_wait.js``), instead of asking again at once.
+
 One ``Watcher`` per process reads each watched workshop's pulse from the database every 200 ms (one
 small read per workshop, however many pages wait on it) and wakes the requests whose key changed.
 The database is the truth: another process (a replica) may have made the change.
@@ -31,6 +38,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from explorer.admission import setting
 from explorer.ui import workshop_gate
 from explorer.ui.gradio_private import serve_ahead_of_gradio
 from explorer.ui.workshop_gate import TooManyMisses
@@ -41,7 +49,10 @@ if TYPE_CHECKING:
 
 EVERY_S = 0.2  # how often a watched workshop is read
 WAIT_S = 25.0  # the longest a request waits (below the 60 s most proxies allow an idle request)
-MAX_WAITING = 2000  # requests waiting in this process at once; beyond, a page is told to ask again
+MAX_WAITING = 2000  # requests waiting in this process at once; beyond, a page is told to ask again later
+WAITS_PER_ADDRESS = setting("DECODER_EXPLORER_WAITS_PER_ADDRESS", 64, 1, MAX_WAITING)  # a class behind one router
+BUSY_RETRY_S = 10  # a process with MAX_WAITING waits: a page asks again after this long
+ADDRESS_RETRY_S = int(WAIT_S)  # an address with all its waits: one of them has answered by then
 
 Seated = Callable[[], bool]  # whether a waiting student's seat is still there
 
@@ -59,19 +70,32 @@ class Watcher:
         # code -> (future, role, seen, whether the seat is still there: None for the teacher's)
         self.waiting: dict[str, list[tuple[asyncio.Future, str, str, Seated | None]]] = {}
         self.students: dict[str, int] = {}  # code -> its count of students at the last read
+        self.by_address: dict[str, int] = {}  # address -> how many of its requests wait
         self.task: asyncio.Task | None = None
 
-    async def wait(self, code: str, role: str, seen: str, seated: Seated | None = None) -> JSONResponse:
-        """``code``'s pulse for a page whose seat was checked (``seated`` checks it again)."""
+    @property
+    def n_waiting(self) -> int:
+        return sum(self.by_address.values())
+
+    async def wait(
+        self, code: str, role: str, seen: str, seated: Seated | None = None, address: str = "unknown"
+    ) -> JSONResponse:
+        """``code``'s pulse for a page whose seat was checked (``seated`` checks it again); "busy"
+        when the address or the process holds all the waits it may."""
         pulse = self.workshops.pulse(code)  # a read that never waits for a writer (Workshops._reading)
         if pulse is None:
             return answer(None, role)
-        if key(pulse, role) != seen or sum(map(len, self.waiting.values())) >= MAX_WAITING:
+        if key(pulse, role) != seen:
             return answer(pulse, role)
+        if self.by_address.get(address, 0) >= WAITS_PER_ADDRESS:
+            return busy(429, ADDRESS_RETRY_S, f"This address already holds {WAITS_PER_ADDRESS} waiting pages")
+        if self.n_waiting >= MAX_WAITING:
+            return busy(503, BUSY_RETRY_S, "The server is busy")
         future = asyncio.get_running_loop().create_future()
         code = pulse_code(code)
         self.students.setdefault(code, pulse.students)
         self.waiting.setdefault(code, []).append((future, role, seen, seated))
+        self.by_address[address] = self.by_address.get(address, 0) + 1
         self.start()
         try:
             return answer(await asyncio.wait_for(future, WAIT_S), role)
@@ -79,6 +103,9 @@ class Watcher:
             return answer(pulse, role)
         finally:
             self.forget(code, future)
+            self.by_address[address] -= 1
+            if not self.by_address[address]:
+                del self.by_address[address]
 
     def start(self) -> None:
         if self.task is None or self.task.done():
@@ -119,6 +146,14 @@ def pulse_code(code: str) -> str:
     from explorer.workshop import room_code
 
     return room_code(code)
+
+
+def busy(status: int, retry_s: int, why: str) -> JSONResponse:
+    """ "Busy, try again in ``retry_s`` s": the page's script waits that long before it asks again."""
+    return JSONResponse(
+        {"busy": True, "error": f"{why}: try again in {retry_s} s.", "retry_s": retry_s}, status_code=status,
+        headers={**workshop_gate.NO_STORE, "Retry-After": str(retry_s)},
+    )  # fmt: skip
 
 
 def answer(pulse: Pulse | None, role: str) -> JSONResponse:
@@ -177,6 +212,7 @@ def add_routes(app, store: Callable[[], Workshops]) -> None:
             watcher.append(Watcher(store()))
         seen = asked.get("seen")
         role, seated = seat
-        return await watcher[0].wait(asked["code"], role, seen[:200] if isinstance(seen, str) else "", seated)
+        seen = seen[:200] if isinstance(seen, str) else ""
+        return await watcher[0].wait(asked["code"], role, seen, seated, address)
 
     serve_ahead_of_gradio(app, "/workshop/wait", wait_route, ["POST"])

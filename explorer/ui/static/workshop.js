@@ -65,8 +65,10 @@ page => {
   // When the seat is gone (404 {gone}: the workshop ended or expired, or the seat was removed;
   // the same answer as for a code that never existed) the page says so at once, turns Send off,
   // stops asking for that seat, and presses the panel's Sync: the server ends the tab's part
-  // (the panel says the workshop ended; the page's own work stays). 429: wait, then ask again.
+  // (the panel says the workshop ended; the page's own work stays). "Busy, try again in N s" (429,
+  // 503): N s of pause first (static/workshop_wait.js), never a burst of asking again.
   (() => {
+    const waitParts = __WAIT_PARTS__;
     const pause = ms => new Promise(done => setTimeout(done, ms));
     const SPREAD_MS = 600, TEACHER_EVERY_MS = 400;
     const UNREACHABLE = 'The server did not answer: try again in a moment.';
@@ -217,8 +219,8 @@ page => {
         }
         const {status, data} = await ask('workshop/wait', {...credentials(w), seen});
         if (status === 404 && data.gone) { gone(data.error); continue; }
-        if (status === 429) { await pause(1000 * (Number(data.retry_s) || 60)); continue; }  // too many misses here
-        if (status !== 200) { await pause(1000); continue; }  // the server is away (a restart): asked again soon
+        // Busy (429, 503: too many misses or waits here): the N s it said; away (a restart): a second.
+        if (status !== 200) { await pause(waitParts.pauseMs(status, data)); continue; }
         const pulse = data;
         if (pulse.key !== seen) {  // (once more after a join or a reload: a change may have come between)
           const moved = !last || pulse.version !== last.version;

@@ -8,6 +8,7 @@ import gradio as gr
 from explorer.present import experiment_views
 from explorer.present.experiment_views import METHOD_CHOICES
 from explorer.present.views import ExplorerState
+from explorer.ui.heavy import heavy_event
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, shown_plot
 from explorer.ui.tab import require, tab_event
@@ -78,6 +79,7 @@ def wire(wiring: Wiring) -> None:
 
 
 @tab_event
+@heavy_event("An attribution")
 def on_attribute(st, target, method, progress=gr.Progress()) -> Updates:
     st = require(st)
     progress(0, desc="Explaining")

@@ -8,6 +8,7 @@ import gradio as gr
 from explorer.analysis import proof
 from explorer.present import insights
 from explorer.present.views import ExplorerState
+from explorer.ui.heavy import heavy_event
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, shown_plot
 from explorer.ui.tab import require, tab_event
@@ -54,6 +55,7 @@ def wire(wiring: Wiring) -> None:
 
 
 @tab_event
+@heavy_event("The parallel check")
 def on_parallel_check(st, progress=gr.Progress()) -> Updates:
     st = require(st)
     progress(0, desc="One parallel pass, and the sequence again one token at a time")

@@ -10,6 +10,7 @@ from explorer.analysis.compare import BRANCHES
 from explorer.present import experiment_views
 from explorer.present.views import ExplorerState
 from explorer.sampling import SEED_RANGE
+from explorer.ui.heavy import heavy_event
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, shown_plot
 from explorer.ui.tab import require, tab_event
@@ -73,6 +74,7 @@ def wire(wiring: Wiring) -> None:
 
 
 @tab_event
+@heavy_event("A comparison of two runs")
 def on_compare_runs(st, kind, text, temperature, seed, progress=gr.Progress()) -> Updates:
     st = require(st)
     session = st.session

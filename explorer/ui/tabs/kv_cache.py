@@ -21,6 +21,7 @@ from explorer.loading.registry import ASSETS
 from explorer.present import views
 from explorer.present.views import ExplorerState
 from explorer.ui import render
+from explorer.ui.heavy import heavy_event
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, shown_plot
 from explorer.ui.tab import USER_ERRORS, require, tab_event
@@ -207,6 +208,7 @@ def lab_event(handler: Callable) -> Callable:
 
 
 @lab_event
+@heavy_event("A lab run")
 def on_lab_run(st, name, budget, sinks, progress=gr.Progress()) -> Updates:
     st = require(st)
     policy = chosen_policy(name, budget, sinks, st.session.config.head_dim)
@@ -220,6 +222,7 @@ def on_lab_run(st, name, budget, sinks, progress=gr.Progress()) -> Updates:
 
 
 @lab_event
+@heavy_event("A text read under a cache policy")
 def on_lab_apply(st, name, budget, sinks) -> Updates:
     """The session goes on under the policy: its tokens are read again, and the heatmaps hatch
     the keys the cache had evicted before each query ran."""
@@ -280,6 +283,7 @@ def curve_of(loaded, progress) -> tuple[list, int]:
 
 
 @lab_event
+@heavy_event("The budget curve")
 def on_budget_curve(st, progress=gr.Progress()) -> Updates:
     st = require(st)
     loaded = st.session.loaded
@@ -306,6 +310,7 @@ def on_budget_curve(st, progress=gr.Progress()) -> Updates:
 
 
 @tab_event
+@heavy_event("Compare")
 def on_compare(st, progress=gr.Progress()) -> Updates:
     st = require(st)
     progress(0, desc="Rerunning with the cache on and off")

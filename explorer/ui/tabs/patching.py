@@ -9,6 +9,7 @@ import gradio as gr
 from explorer.analysis import patching
 from explorer.present import insights
 from explorer.present.views import ExplorerState
+from explorer.ui.heavy import heavy_event
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, shown_plot
 from explorer.ui.tab import require, tab_event
@@ -91,6 +92,7 @@ def wire(wiring: Wiring) -> None:
 
 
 @tab_event
+@heavy_event("A patching sweep")
 def on_patching(st, clean, corrupted, answer, other, progress=gr.Progress()) -> Updates:
     st = require(st)
     progress(0, desc="Running the two texts")

@@ -10,6 +10,7 @@ from explorer.errors import InputError
 from explorer.present import insights, views
 from explorer.present.tabs import tab_of_module
 from explorer.present.views import ExplorerState
+from explorer.ui.heavy import heavy_event
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, shown_plot
 from explorer.ui.tab import require, tab_event
@@ -107,6 +108,7 @@ def sublayer_adder(sublayer: str):
 
 
 @tab_event
+@heavy_event("An ablation run")
 def on_run_ablation(st, text, method, progress=gr.Progress()) -> Updates:
     st = require(st)
     st.switched_off = ablation.parse(text, st.session, method)

@@ -13,6 +13,7 @@ from explorer.present import two_models as shown
 from explorer.present.tabs import DEFAULT_TAB
 from explorer.present.views import ExplorerState, checked_view
 from explorer.ui import render as rendering  # not its names: the page reads a tab module's model_views
+from explorer.ui.heavy import heavy_event
 from explorer.ui.lifecycle import CLOSED_LESSON, closed_lesson
 from explorer.ui.page import Page
 from explorer.ui.shown import Updates, shown_plot
@@ -126,6 +127,7 @@ def read_button(second_name) -> Updates:
 
 
 @tab_event
+@heavy_event("A two-models read")
 def on_read_both(st, second_name, box_text=None, progress=gr.Progress()) -> Updates:
     """Both models read the page's text (its tokens' start), not the box's: the heads a click opens are
     those of the text on the page. A box that holds another text is said on the tab, and kept."""

@@ -43,8 +43,12 @@ WHOLE_LINKS = "(a, b) => [a, b].map(q => q && q.startsWith('?') ? location.origi
 
 TEACHER_LINK = static("teacher_link.js")  # a teacher link's secret taken out of the address (returned)
 # Its client code (the long poll, a student's question, the own move; static/workshop.js), which
-# takes the secret out of the address first.
-SCRIPT = static("workshop.js").replace("__TEACHER_LINK__", TEACHER_LINK)
+# takes the secret out of the address first; the long poll's pauses are static/workshop_wait.js's.
+SCRIPT = (
+    static("workshop.js")
+    .replace("__TEACHER_LINK__", TEACHER_LINK)
+    .replace("__WAIT_PARTS__", static("workshop_wait.js"))
+)
 # The workshop's load event's first step: the secret for its body (kept nowhere else after it).
 TEACHER_LINK_SCRIPT = (
     f"() => {{ const secret = ({TEACHER_LINK})(); window.__decoderTeacherSecret = ''; return secret; }}"
