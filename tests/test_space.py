@@ -6,7 +6,11 @@ runs with sockets to anything but loopback refused, see tests/netcut.)
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -139,3 +143,78 @@ def test_hub_check_is_a_real_connection_attempt(monkeypatch):
     assert sources.hub_reachable() is False and len(attempts) == 3
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert sources.hub_reachable() is False and len(attempts) == 3  # offline: not even tried
+
+
+# ---------------------------------------------------------------- publishing (scripts/publish_space.py)
+def publisher():
+    """scripts/publish_space.py as a module (scripts/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("publish_space", ROOT / "scripts" / "publish_space.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+needs_git = pytest.mark.skipif(
+    shutil.which("git") is None or not (ROOT / ".git").exists(), reason="a git checkout of the repository"
+)
+
+
+@needs_git
+def test_no_tracked_file_of_10_mib_or_more_lies_outside_git_lfs():
+    """The Hub refuses a push holding a file of 10 MiB or more that Git LFS does not carry: every
+    such file must match a ``filter=lfs`` pattern of .gitattributes (the translator's weights do)."""
+    publish = publisher()
+    uploads = publish.planned_uploads()
+    big = [upload.path for upload in uploads if upload.size >= publish.HUB_FILE_LIMIT]
+    assert publish.refused_by_the_hub(uploads) == [], big
+    weights = ["x.safetensors", "assets/m/model.gguf", "pytorch_model.bin", "model.pt", "nested/weights.pth"]
+    assert publish.through_lfs(weights) == set(weights)  # a checkpoint added later goes through LFS too
+    assert not publish.through_lfs(["app.py", "README.md", "assets/en-de-numbers/config.json"])
+
+
+@needs_git
+def test_the_weights_stay_a_real_file_in_this_repository():
+    """.gitattributes' LFS lines are inert here: git stores the translator's weights as they are
+    (a fresh clone has them and its tests pass without git-lfs), not as an LFS pointer."""
+    path = "assets/en-de-numbers/model.safetensors"
+    stored = subprocess.run(["git", "cat-file", "-s", f"HEAD:{path}"], cwd=ROOT, capture_output=True, text=True)
+    assert int(stored.stdout) == (ROOT / path).stat().st_size >= 10 * 1024 * 1024
+    assert not (ROOT / path).read_bytes()[:100].startswith(b"version https://git-lfs")
+
+
+@needs_git
+def test_publishing_uploads_the_tracked_files_to_a_gradio_space(monkeypatch):
+    """What publish() asks of huggingface_hub (no network: a stand-in HfApi): a Gradio Space,
+    created if absent, and upload_folder with exactly the tracked files (never .venv or caches)."""
+    import huggingface_hub
+
+    publish, calls = publisher(), []
+
+    class FakeApi:
+        def create_repo(self, repo_id, **options):
+            calls.append(("create_repo", repo_id, options))
+
+        def upload_folder(self, **options):
+            calls.append(("upload_folder", options))
+            return "committed"
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    uploads = publish.planned_uploads()
+    assert publish.publish("someone/decoder-explorer", uploads) == "committed"
+    created, uploaded = calls
+    assert created == ("create_repo", "someone/decoder-explorer",
+                       {"repo_type": "space", "space_sdk": "gradio", "private": False, "exist_ok": True})  # fmt: skip
+    options = uploaded[1]
+    assert options["repo_type"] == "space" and Path(options["folder_path"]) == ROOT
+    assert {"app.py", "requirements.txt", "README.md", ".gitattributes"} <= set(options["allow_patterns"])
+    assert not any(p.startswith((".venv", "test-artifacts")) for p in options["allow_patterns"])
+
+
+@needs_git
+def test_a_dry_run_lists_what_goes_through_lfs_and_uploads_nothing():
+    ran = subprocess.run(
+        [sys.executable, "scripts/publish_space.py", "--dry-run"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "through Git LFS:\n  assets/en-de-numbers/model.safetensors" in ran.stdout

@@ -32,6 +32,7 @@ class PageClient:
         self.prefix = self.config.get("api_prefix", "/gradio_api")
         self.session_hash = uuid.uuid4().hex[:11]
         self.components = {c["id"]: c for c in self.config["components"]}
+        self.answer_bytes = 0  # the size of the last completed event's message (bench/bench_stranger.py)
 
     def predict(self, *data, api_name: str):
         """Run the page event ``api_name`` ("/on_step") with ``data`` (every input but gr.State,
@@ -61,6 +62,7 @@ class PageClient:
                     continue
                 message = json.loads(line[5:])
                 if message.get("event_id") == event_id and message["msg"] == "process_completed":
+                    self.answer_bytes = len(line)
                     return message
                 if message["msg"] == "unexpected_error":
                     raise RuntimeError(message.get("message"))
