@@ -137,3 +137,11 @@ def test_one_tabs_unload_does_not_free_a_model_another_tabs_session_holds(store,
     theirs.release()  # the other tab closed: now nothing holds it
     assert "is unloaded and its memory freed" in two_models.on_unload(mine, store["b"])["two_models_info"]
     assert copies(store["b"]) == 0 and mine.session.loaded is model_store.get_model(store["a"])
+
+
+@pytest.mark.parametrize("name", [None, ["en-de-numbers"], {"name": "en-de-numbers"}, 3])
+def test_a_name_that_is_no_text_is_not_loaded_and_its_load_is_refused(name):
+    """The page asks ``is_loaded`` before a load (is it heavy work?): a raw call's list was a TypeError."""
+    assert model_store.is_loaded(name) is False
+    with pytest.raises(ModelLoadError):
+        model_store.get_model(name)

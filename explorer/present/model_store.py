@@ -239,6 +239,9 @@ def unload_model(name: str) -> Unloaded:
 
 
 def is_loaded(name: str) -> bool:
-    """Whether the model is in memory (kept by the store, or still read by someone)."""
+    """Whether the model is in memory (kept by the store, or still read by someone). A name that is
+    no text (a raw call's list or object, refused by ``get_model``) names no model in memory."""
+    if not isinstance(name, str):
+        return False
     with _lock:
         return name in _kept or name in _alive
