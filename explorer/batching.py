@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 
+from explorer import native_memory
 from explorer.admission import STEPS_FIRST
 from explorer.session import GenerationSession, Step, StepResult, choose_together, run_together
 
@@ -159,7 +160,8 @@ class StepBatcher:
                 batch, self._waiting = self._waiting[: self.max_batch], self._waiting[self.max_batch :]
             started = time.perf_counter()
             try:
-                results = step_together([request.session for request in batch], self.stats)
+                with native_memory.hot_path():  # no malloc_trim starts during the pass
+                    results = step_together([request.session for request in batch], self.stats)
             except Exception as error:  # never leave a user waiting forever
                 results = [_own_copy(error) for _ in batch]  # each thread raises its own
             if os.environ.get("DECODER_EXPLORER_PROFILE"):  # the benchmarks: how big the passes were, how long

@@ -54,3 +54,20 @@ def test_the_server_starts_one_returner_however_many_apps_it_starts(monkeypatch)
     native_memory.serve_memory_back()
     assert first is not None and native_memory._server_returner is first and first.every_s == 3600
     first.stop()
+
+
+def test_no_trim_starts_while_a_step_runs():
+    """issue 58: malloc_trim holds each arena's lock while it walks it; a step waits meanwhile."""
+    returner = native_memory.FreeMemoryReturner(every_s=0.01)
+    with native_memory.hot_path():  # as the step batcher holds it during a pass
+        returner.start()
+        deadline = time.monotonic() + 10
+        while returner.skipped < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert returner.returns == 0 and returner.skipped >= 3
+    deadline = time.monotonic() + 10
+    while returner.returns < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    returner.stop()
+    returner.join(timeout=5)
+    assert returner.returns >= 1
