@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.bench_stranger import settled_rss_mb as settled_mb  # noqa: E402
 from tests.browser import conftest  # noqa: E402
 from tests.browser.conftest import ARTIFACTS, running_app  # noqa: E402
 from tests.browser.load import SETTINGS, outputs_by_label  # noqa: E402
@@ -32,19 +33,6 @@ MODEL = "smollm2-135m-instruct"
 # 1,015 SmolLM2 tokens (~4.3 KB), as the issue's stranger sent.
 TEXT = " ".join(f"Sentence {i} says that the quick brown fox jumps over the lazy dog." for i in range(64))
 CLIENTS = 20
-
-
-def resident_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
-
-
-def settled_mb(pid: int, wait_s: float = 3.0) -> float:
-    """The resident memory once the app has handed freed memory back (it trims once a second)."""
-    time.sleep(wait_s)
-    return resident_mb(pid)
 
 
 def strip(client: PageClient, api_name: str, values) -> list[str]:
