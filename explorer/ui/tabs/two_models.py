@@ -164,10 +164,12 @@ def unloaded_said(name: str, unloaded: model_store.Unloaded) -> str:
     """What an unload did, as it happened: freed, or kept for the sessions that use it."""
     if unloaded.users:
         sessions = "session uses" if unloaded.users == 1 else "sessions use"
-        return (f"{name} stays loaded: {unloaded.users} other {sessions} it (in this server's other tabs). "
-                "It is freed once none does, when the server needs the room.")  # fmt: skip
+        return (f"{name} stays loaded: {unloaded.users} other {sessions} it on this server (other visitors' "
+                "tabs count too), so nothing was freed. The server frees it by itself once no session uses "
+                "it and it needs the memory.")  # fmt: skip
     if unloaded.freed:
-        return f"{name} is unloaded and its memory freed; reading with it again loads it again (a few seconds)."
+        return (f"{name} is unloaded and its memory freed; reading with it again loads it again from the "
+                "disk (10 s or more for a larger model).")  # fmt: skip
     return f"{name} is unloaded: its memory goes back once the work still reading it ends."
 
 
