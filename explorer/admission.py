@@ -4,9 +4,11 @@ Heavy work is whatever runs the model over many positions at once: a prefill of 
 restored session's tokens, Compare, the budget curve and the lab's runs, a two-models read, a
 model's first load, an API call over a long text. Three rules hold it:
 
-- **One heavy job per client** (its address): a second one while the first runs or waits is
-  refused with a sentence (``HeavyJobRefused``), so that one client holds at most one of the
-  server's threads waiting or working on heavy work.
+- **One heavy job per client at a time** (its address): a second one waits in line until the
+  first has finished (a class behind one school router shares an address: its long texts take
+  turns), and past ``DECODER_EXPLORER_HEAVY_PER_CLIENT`` jobs running or waiting (default 4) a
+  client's next one is refused with a sentence (``HeavyJobRefused``), so that one client holds few
+  of the server's threads waiting or working on heavy work.
 - **A global limit** (``DECODER_EXPLORER_HEAVY_JOBS``, default 1: a pass over many positions
   already uses every core) and a bounded waiting list (``DECODER_EXPLORER_HEAVY_WAITING``,
   default 8): a job past both is refused ("try again in a minute"); a job that waits is told
@@ -116,11 +118,15 @@ _current: contextvars.ContextVar[Job | None] = contextvars.ContextVar("heavy_job
 
 
 class Admission:
-    """At most ``limit`` heavy jobs run at once, at most one per client, ``waiting`` more wait."""
+    """At most ``limit`` heavy jobs run at once, at most one per client; ``waiting`` more wait, at most
+    ``per_client`` of one client's running and waiting."""
 
-    def __init__(self, limit: int | None = None, waiting: int | None = None) -> None:
+    def __init__(self, limit: int | None = None, waiting: int | None = None, per_client: int | None = None) -> None:
         self.limit = limit if limit is not None else setting("DECODER_EXPLORER_HEAVY_JOBS", 1, 1, 64)
         self.max_waiting = waiting if waiting is not None else setting("DECODER_EXPLORER_HEAVY_WAITING", 8, 0, 1024)
+        self.per_client = (
+            per_client if per_client is not None else setting("DECODER_EXPLORER_HEAVY_PER_CLIENT", 4, 1, 64)
+        )
         self._lock = threading.Condition()
         self._running: list[Job] = []
         self._waiting: list[Job] = []
@@ -159,12 +165,13 @@ class Admission:
 
     def _enter(self, job: Job, told: Callable[[str], None]) -> None:
         with self._lock:
-            if any(other.client == job.client for other in self._running + self._waiting):
+            held = sum(other.client == job.client for other in self._running + self._waiting)
+            if held >= self.per_client:
                 raise HeavyJobRefused(
-                    "Another long job from your address is still running (a long text, Compare or a lab run): "
-                    "wait for it to finish, then try again."
+                    f"Your address already has {held} long job(s) running or waiting (a long text, Compare or a "
+                    "lab run; a class behind one router shares an address): wait for one to finish, then try again."
                 )
-            if len(self._running) < self.limit and not self._waiting:
+            if self._may_start(job) and not self._waiting:
                 self._running.append(job)
                 return
             if len(self._waiting) >= self.max_waiting:
@@ -182,15 +189,19 @@ class Admission:
                     self._waiting.remove(job)
                     self._lock.notify_all()
 
+    def _may_start(self, job: Job) -> bool:
+        """Whether a place is free for ``job``: under the limit, and no job of its client runs."""
+        return len(self._running) < self.limit and all(other.client != job.client for other in self._running)
+
     def _ahead(self, job: Job) -> int:
         with self._lock:
             return len(self._running) + (self._waiting.index(job) if job in self._waiting else 0)
 
     def _wait_turn(self, job: Job) -> None:
-        """Wait until ``job`` is first in line and a place is free (checking its client is there)."""
+        """Wait until ``job`` is the first in line that may start (checking its client is there)."""
         while True:
             with self._lock:
-                if self._waiting[0] is job and len(self._running) < self.limit:
+                if next((other for other in self._waiting if self._may_start(other)), None) is job:
                     self._waiting.remove(job)
                     self._running.append(job)
                     self._lock.notify_all()

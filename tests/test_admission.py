@@ -69,14 +69,27 @@ def in_another_thread(gate: Admission, client: str, what: str) -> Exception | No
     return errors[0] if errors else None
 
 
-def test_a_second_heavy_job_of_one_client_is_refused_with_a_sentence():
-    gate = Admission(limit=2, waiting=4)
+def test_a_clients_second_heavy_job_waits_for_its_first_and_too_many_are_refused():
+    gate = Admission(limit=2, waiting=4, per_client=2)
+    told: list[str] = []
+    order: list[str] = []
+
+    def second():
+        with gate.heavy("10.0.0.1", "Compare", told=told.append):
+            order.append("second")
+
     with gate.heavy("10.0.0.1", "A prefill"):
-        refused = in_another_thread(gate, "10.0.0.1", "Compare")
-        assert isinstance(refused, HeavyJobRefused) and "wait for it to finish" in str(refused)
-        assert in_another_thread(gate, "10.0.0.2", "Compare") is None  # another client is admitted
-    assert gate.running == 0
-    assert in_another_thread(gate, "10.0.0.1", "Compare") is None  # the first finished: another may start
+        waiting = threading.Thread(target=second)
+        waiting.start()
+        while gate.waiting == 0:
+            time.sleep(0.01)
+        assert in_another_thread(gate, "10.0.0.2", "Compare") is None  # another client goes ahead of it
+        refused = in_another_thread(gate, "10.0.0.1", "A lab run")  # a third of one client: past per_client
+        assert isinstance(refused, HeavyJobRefused) and "already has 2 long job(s)" in str(refused)
+        order.append("first")
+    waiting.join(5)
+    assert order == ["first", "second"] and told == ["Waiting for 1 other long job(s) to finish…"]
+    assert gate.running == 0 and gate.waiting == 0
 
 
 def test_a_job_waits_for_a_place_and_is_told_where():

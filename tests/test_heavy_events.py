@@ -21,7 +21,7 @@ from explorer.ui.tab import tab_event
 
 @pytest.fixture(autouse=True)
 def own_admission(monkeypatch):
-    gate = Admission(limit=2, waiting=4)
+    gate = Admission(limit=2, waiting=4, per_client=1)
     monkeypatch.setattr(heavy, "ADMISSION", gate)
     return gate
 
@@ -66,8 +66,8 @@ def test_a_second_heavy_event_of_one_address_is_told_to_wait_for_the_first(own_a
     second = in_event("10.0.0.1", event_id="e2", said=said).run(on_compare, None)
     assert second == gr.skip()  # the page stays as it was, and says why
     assert said == [
-        "Another long job from your address is still running (a long text, Compare or a lab run): "
-        "wait for it to finish, then try again."
+        "Your address already has 1 long job(s) running or waiting (a long text, Compare or a lab run; "
+        "a class behind one router shares an address): wait for one to finish, then try again."
     ]
     assert in_event("10.0.0.2", event_id="e3").run(lambda: heavy.client()) == "10.0.0.2"
     release.set()
