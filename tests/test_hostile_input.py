@@ -324,3 +324,13 @@ def test_a_zip_python_cannot_read_is_refused_with_the_sentence(patched):
     """zipfile raises NotImplementedError and RuntimeError for these (the fuzz test found them)."""
     with pytest.raises(InputError, match="not a session saved by Decoder Explorer"):
         snapshot.read_bytes(patched)
+
+
+def test_a_refusal_writes_its_limits_as_a_person_reads_them():
+    """An API caller was told "from 0 to 4.29497e+09" (fresh eyes)."""
+    with pytest.raises(InputError) as refused:
+        snapshot.checked_snapshot({**KEPT, "seed": -3})
+    assert "from 0 to 4,294,967,295 (it is -3)" in str(refused.value)
+    with pytest.raises(InputError) as refused:
+        snapshot.checked_snapshot({**KEPT, "top_p": 0})
+    assert "from 0.05 to 1 (it is 0)" in str(refused.value)

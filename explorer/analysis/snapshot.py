@@ -165,6 +165,11 @@ def boolean_field(name: str, value) -> bool:
     return value
 
 
+def written(number: float) -> str:
+    """A limit as a person reads it: 4,294,967,295 (not 4.29497e+09), 0.05."""
+    return f"{int(number):,}" if float(number).is_integer() else f"{number:g}"
+
+
 def number_field(low: float, high: float, whole: bool = False) -> Callable:
     """A number from ``low`` to ``high`` (finite; ``whole``: an integer, given as 3 or 3.0)."""
     kind = "a whole number" if whole else "a number"
@@ -173,7 +178,8 @@ def number_field(low: float, high: float, whole: bool = False) -> Callable:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         ok = ok and low <= value <= high and (not whole or float(value).is_integer())
         if not ok:
-            raise InputError(f"The session's {name} must be {kind} from {low:g} to {high:g} (it is {shown(value)}).")
+            limits = f"from {written(low)} to {written(high)}"
+            raise InputError(f"The session's {name} must be {kind} {limits} (it is {shown(value)}).")
         return int(value) if whole else float(value)
 
     return check

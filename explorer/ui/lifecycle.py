@@ -52,7 +52,8 @@ def first_load(request: gr.Request, model_name, *inputs, progress=gr.Progress(tr
             progress(0, desc=f"Opening the linked session on {linked.model}")
             return apply_snapshot(request, None, linked)[0]
     except USER_ERRORS as error:
-        gr.Warning(f"This link cannot be opened: {as_sentence(error)} The default model is shown instead.")
+        instead = "The session this browser kept" if kept_session is not None else "The default model"
+        gr.Warning(f"This link cannot be opened: {as_sentence(error)} {instead} is shown instead.")
     if kept_session is not None:
         try:
             restored = snapshot.checked_snapshot(kept_session)
