@@ -102,9 +102,10 @@ def apply(args: argparse.Namespace) -> None:
     if args.allow_dir:
         folders = [str(Path(folder).expanduser().resolve()) for folder in args.allow_dir]
         os.environ[MODEL_DIRS_ENV] = os.pathsep.join(folders)
-    if args.models:
+    # (A notebook's open_app passes only the first three: the others keep what the environment says.)
+    if getattr(args, "models", None):
         os.environ[MODELS_ENV] = args.models
-    if args.model_memory_mb:
+    if getattr(args, "model_memory_mb", None):
         os.environ[MODEL_MEMORY_ENV] = str(args.model_memory_mb)
     for option, env in SESSION_OPTIONS.items():
         if getattr(args, option, None) is not None:
